@@ -1,0 +1,138 @@
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace hpcnn {
+namespace {
+
+// Temporary paths visible to the signal handler: fixed storage, no allocation in the handler.
+constexpr int kSlots = 64;
+constexpr size_t kPathMax = 4096;
+std::array<std::array<char, kPathMax>, kSlots> g_paths{};
+std::array<std::atomic<bool>, kSlots> g_used{};
+std::mutex g_slot_mutex;
+
+int register_temp(const std::string& path) {
+  if (path.size() >= kPathMax) return -1;
+  std::lock_guard<std::mutex> lock(g_slot_mutex);
+  for (int i = 0; i < kSlots; ++i) {
+    if (!g_used[i].load()) {
+      std::memcpy(g_paths[i].data(), path.c_str(), path.size() + 1);
+      g_used[i].store(true);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void unregister_temp(int slot) {
+  if (slot >= 0) g_used[slot].store(false);
+}
+
+extern "C" void cleanup_handler(int sig) {
+  for (int i = 0; i < kSlots; ++i)
+    if (g_used[i].load()) ::unlink(g_paths[i].data());
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+void install_signal_cleanup() {
+  struct sigaction sa {};
+  sa.sa_handler = cleanup_handler;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite) : target_(std::move(target)) {
+  namespace fs = std::filesystem;
+  if (!overwrite && fs::exists(target_))
+    throw_error(ErrorKind::io, "output file '" + target_.string() + "' already exists (use -f to overwrite)");
+  fs::path dir = target_.parent_path();
+  if (dir.empty()) dir = ".";
+  std::string templ = (dir / ("." + target_.filename().string() + ".tmp.XXXXXX")).string();
+  fd_ = ::mkstemp(templ.data());
+  if (fd_ < 0)
+    throw_error(ErrorKind::io, "cannot create a temporary file in '" + dir.string() + "' for '" +
+                                   target_.string() + "': " + errno_text());
+  temp_ = templ;
+  slot_ = register_temp(templ);
+  ::fchmod(fd_, 0644 & ~[] { mode_t m = ::umask(0); ::umask(m); return m; }());
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) abort();
+}
+
+void AtomicFile::write(const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd_, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_error(ErrorKind::io, "cannot write '" + target_.string() + "': " + errno_text());
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  if (committed_) return;
+  if (::fsync(fd_) != 0)
+    throw_error(ErrorKind::io, "cannot flush '" + target_.string() + "': " + errno_text());
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw_error(ErrorKind::io, "cannot close '" + target_.string() + "': " + errno_text());
+  }
+  fd_ = -1;
+  if (::rename(temp_.c_str(), target_.c_str()) != 0)
+    throw_error(ErrorKind::io, "cannot rename '" + temp_.string() + "' to '" + target_.string() +
+                                   "': " + errno_text());
+  committed_ = true;
+  unregister_temp(slot_);
+  slot_ = -1;
+  std::filesystem::path dir = target_.parent_path();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void AtomicFile::abort() noexcept {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!temp_.empty() && !committed_) ::unlink(temp_.c_str());
+  unregister_temp(slot_);
+  slot_ = -1;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorKind::io, "cannot open '" + path.string() + "': " + errno_text());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw_error(ErrorKind::io, "cannot read '" + path.string() + "'");
+  return ss.str();
+}
+
+}  // namespace hpcnn

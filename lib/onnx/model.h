@@ -1,0 +1,45 @@
+// hpcnn onnx: loading and saving ONNX models (protobuf, libonnx-dev's onnx_proto).
+//
+// load_model() parses the file (any IR version; the default-domain opset must be 7 or newer),
+// validates the graph (see GraphView) and reads tensors stored as external data into raw_data,
+// resolving locations relative to the model's folder (absolute paths and ".." refused).
+// save_model() writes atomically; tensors go to an external data file "<output>.data" beside
+// the model when asked, when the input had external data, or when the model would exceed
+// protobuf's 2 GiB limit. IR version, opset imports, metadata and unknown fields are preserved.
+// Errors: ErrorKind::io (cannot open/write), bad_input (not a model, truncated, bad external
+// data reference), unsupported (opset older than 7), each naming the file and tensor.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <string>
+
+namespace hpcnn::onnxu {
+
+inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMaxTestedOpset = 21;
+
+struct Model {
+  onnx::ModelProto proto;
+  std::filesystem::path path;    // where it was read from
+  bool had_external_data = false;
+};
+
+Model load_model(const std::filesystem::path& path);
+
+enum class ExternalData { automatic, always, never };
+
+struct SaveOptions {
+  ExternalData external_data = ExternalData::automatic;
+  size_t external_min_bytes = 1024;  // tensors smaller than this stay inside the model
+  bool overwrite = true;
+};
+
+// `model` is left as it was (tensors moved out to the data file are moved back).
+void save_model(onnx::ModelProto& model, const std::filesystem::path& path, const SaveOptions& options = {});
+
+// Opset version of the default ("" or "ai.onnx") domain; 0 if the model imports none.
+int64_t default_opset(const onnx::ModelProto& model);
+
+}  // namespace hpcnn::onnxu

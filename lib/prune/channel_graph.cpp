@@ -1,0 +1,425 @@
+#include "prune/channel_graph.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace hpcnn::prune {
+namespace {
+
+using onnxu::ConstantRef;
+using onnxu::Dims;
+using Label = std::vector<int>;
+
+// Operators whose output 0 carries input 0's channels unchanged (elementwise per channel,
+// spatial pooling, normalisation within a channel, or no-ops). LRN and Softmax over axis 1 mix
+// neighbouring channels; they keep the count, so pruning them is an approximation that the
+// pruning error already accepts.
+const std::unordered_set<std::string> kPassThrough = {
+    "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu",
+    "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Gelu", "Mish",
+    "Celu", "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign", "MaxPool", "AveragePool",
+    "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool", "Dropout", "Identity", "LRN",
+    "Cast", "Softmax", "LogSoftmax", "Upsample", "Resize", "MaxRoiPool"};
+
+// Elementwise operators with numpy broadcasting over several inputs.
+const std::unordered_set<std::string> kElementwise = {"Add", "Sub", "Mul", "Div", "Sum", "Max",
+                                                      "Min", "Mean", "Pow", "PRelu"};
+
+struct Analyzer {
+  const onnx::ModelProto& model;
+  const onnxu::GraphView& view;
+  const onnxu::ShapeMap& shapes;
+  ChannelGraph cg;
+  std::unordered_map<std::string, Label> labels;
+
+  const Dims* shape(const std::string& v) const {
+    auto it = shapes.find(v);
+    return it == shapes.end() ? nullptr : &it->second;
+  }
+  const Label* label(const std::string& v) const {
+    auto it = labels.find(v);
+    return it == labels.end() ? nullptr : &it->second;
+  }
+  void fix(const Label& l, const std::string& reason) {
+    for (int id : l) cg.fix(id, reason);
+  }
+  Label fixed_ids(int64_t n, const std::string& reason) {
+    Label l = cg.new_ids(n);
+    fix(l, reason);
+    return l;
+  }
+
+  // A constant sliced on behalf of channels: it must have a single consumer, else the slice
+  // would change another node too.
+  void add_slice(const std::string& value, int axis, const Label& ids, const std::string& who) {
+    if (view.consumers(value).size() > 1) {
+      fix(ids, "constant '" + value + "' of " + who + " is shared by several nodes");
+      return;
+    }
+    cg.slices.push_back({value, axis, ids});
+  }
+
+  // Slices an elementwise constant operand if it broadcasts along axis 1 of an output of rank
+  // `rank`; fixes the channels if it has another extent there.
+  void constant_operand(const ConstantRef& c, int rank, const Label& ids, const std::string& who) {
+    const int r = static_cast<int>(c.dims.size());
+    const int axis = 1 - (rank - r);
+    if (axis < 0 || rank < 2 || c.dims[axis] == 1) return;
+    if (c.dims[axis] == static_cast<int64_t>(ids.size())) {
+      add_slice(c.name, axis, ids, who);
+      return;
+    }
+    fix(ids, who + " broadcasts constant '" + c.name + "' of shape " + onnxu::dims_to_string(c.dims) +
+                 " against " + std::to_string(ids.size()) + " channels");
+  }
+
+  Layer make_layer(int n, const std::string& op, const ConstantRef& w, int axis) {
+    const auto& nd = view.node(n);
+    Layer L;
+    L.node = n;
+    L.name = nd.name().empty() ? nd.output(0) : nd.name();
+    L.op = op;
+    L.weight = w;
+    L.weight_axis = axis;
+    L.channels = w.dims[axis];
+    L.weight_numel = onnxu::numel(w.dims);
+    L.ids = cg.new_ids(L.channels);
+    L.l1 = constant_l1_norms(view, w, axis);
+    return L;
+  }
+
+  // Returns the input positions the rule consumed; labelled inputs not in the set are fixed.
+  std::set<int> visit(int n) {
+    const auto& nd = view.node(n);
+    const std::string& op = nd.op_type();
+    const std::string who = view.describe(n);
+    auto in = [&](int k) -> std::string { return k < nd.input_size() ? nd.input(k) : std::string(); };
+    auto out0 = nd.output_size() ? nd.output(0) : std::string();
+    if (!nd.domain().empty() && nd.domain() != "ai.onnx") return {};
+
+    if (op == "Conv") {
+      auto w = onnxu::find_constant(view, in(1));
+      if (!w || w->dims.size() < 3 || !onnxu::is_floating(w->dtype)) return {};
+      const int64_t g = onnxu::attr_int(nd, "group", 1);
+      const int64_t cout = w->dims[0], cin_g = w->dims[1];
+      const Label* x = label(in(0));
+      if (g < 1 || cout % g != 0) {
+        if (x) fix(*x, who + " has " + std::to_string(cout) + " filters, not a multiple of its " + std::to_string(g) + " groups");
+        labels[out0] = fixed_ids(cout, who + " has an invalid group count");
+        return {0};
+      }
+      const int64_t cout_g = cout / g;
+      Layer L = make_layer(n, "Conv", *w, 0);
+      if (g > 1 && cin_g == 1) {
+        // Depthwise (channel multiplier cout_g): input channel c feeds filters c*cout_g ...
+        // (c+1)*cout_g-1; removing c removes that whole group, and `group` shrinks with it.
+        if (x && static_cast<int64_t>(x->size()) == g) {
+          for (int64_t c = 0; c < g; ++c)
+            for (int64_t t = 0; t < cout_g; ++t) cg.unite(L.ids[c * cout_g + t], (*x)[c]);
+          cg.group_attrs.push_back({n, *x});
+        } else {
+          fix(L.ids, "depthwise " + who + " reads channels that cannot be pruned");
+        }
+      } else if (g > 1) {
+        // Grouped: every group must keep the same number of input channels and of filters, so
+        // position j of each group is tied across the groups; `group` stays.
+        for (int64_t grp = 1; grp < g; ++grp)
+          for (int64_t j = 0; j < cout_g; ++j) cg.unite(L.ids[grp * cout_g + j], L.ids[j]);
+        if (x && static_cast<int64_t>(x->size()) == cin_g * g) {
+          for (int64_t grp = 1; grp < g; ++grp)
+            for (int64_t j = 0; j < cin_g; ++j) cg.unite((*x)[grp * cin_g + j], (*x)[j]);
+          add_slice(w->name, 1, Label(x->begin(), x->begin() + cin_g), who);
+        } else if (x) {
+          fix(*x, who + " has " + std::to_string(cin_g * g) + " input channels, its input carries " + std::to_string(x->size()));
+        }
+      } else if (x) {
+        if (static_cast<int64_t>(x->size()) != cin_g)
+          fix(*x, who + " weight has " + std::to_string(cin_g) + " input channels, its input carries " + std::to_string(x->size()));
+        else add_slice(w->name, 1, *x, who);
+      }
+      add_slice(w->name, 0, L.ids, who);
+      if (!in(2).empty()) {
+        auto b = onnxu::find_constant(view, in(2));
+        if (b && b->dims.size() == 1 && b->dims[0] == cout) add_slice(b->name, 0, L.ids, who);
+        else fix(L.ids, who + " has a bias that is not a constant of shape [" + std::to_string(cout) + "]");
+      }
+      labels[out0] = L.ids;
+      cg.layers.push_back(std::move(L));
+      return {0};
+    }
+
+    if (op == "Gemm" || op == "MatMul") {
+      auto w = onnxu::find_constant(view, in(1));
+      if (!w || w->dims.size() != 2 || !onnxu::is_floating(w->dtype)) return {};
+      const bool gemm = op == "Gemm";
+      const bool trans_b = gemm && onnxu::attr_int(nd, "transB", 0) != 0;
+      const bool trans_a = gemm && onnxu::attr_int(nd, "transA", 0) != 0;
+      const int n_axis = trans_b ? 0 : 1, k_axis = trans_b ? 1 : 0;
+      const Label* a = label(in(0));
+      const Dims* a_shape = shape(in(0));
+      if (a) {
+        if (trans_a) fix(*a, "feeds " + who + " with transA=1");
+        else if (static_cast<int64_t>(a->size()) != w->dims[k_axis])
+          fix(*a, who + " weight has " + std::to_string(w->dims[k_axis]) + " input features, its input carries " + std::to_string(a->size()));
+        else add_slice(w->name, k_axis, *a, who);
+      }
+      Layer L = make_layer(n, op, *w, n_axis);
+      if (!gemm && (!a_shape || a_shape->size() != 2))
+        fix(L.ids, who + " multiplies an input that is not known to be 2-D");
+      add_slice(w->name, n_axis, L.ids, who);
+      if (gemm && !in(2).empty()) {
+        auto c = onnxu::find_constant(view, in(2));
+        if (!c) fix(L.ids, who + " has a bias C that is not constant");
+        else if (!c->dims.empty() && c->dims.back() == L.channels) add_slice(c->name, static_cast<int>(c->dims.size()) - 1, L.ids, who);
+        else if (!c->dims.empty() && c->dims.back() != 1) fix(L.ids, who + " has a bias C of shape " + onnxu::dims_to_string(c->dims));
+      }
+      labels[out0] = L.ids;
+      cg.layers.push_back(std::move(L));
+      return {0};
+    }
+
+    const Label* x0 = label(in(0));
+    if ((op == "BatchNormalization" || op == "InstanceNormalization") && x0) {
+      const int params = op == "BatchNormalization" ? 4 : 2;
+      for (int k = 1; k <= params; ++k) {
+        auto c = onnxu::find_constant(view, in(k));
+        if (c && c->dims.size() == 1 && c->dims[0] == static_cast<int64_t>(x0->size())) add_slice(c->name, 0, *x0, who);
+        else fix(*x0, who + " has a parameter '" + in(k) + "' that is not a constant of shape [C]");
+      }
+      labels[out0] = *x0;
+      return {0};
+    }
+
+    if (kPassThrough.count(op)) {
+      if (x0) labels[out0] = *x0;
+      return {0};
+    }
+
+    if (op == "Squeeze" || op == "Unsqueeze") {
+      if (!x0) return {};
+      std::vector<int64_t> axes = onnxu::attr_ints(nd, "axes");
+      if (!in(1).empty()) {
+        auto c = onnxu::constant_int64s(view, in(1));
+        if (!c) return {};
+        axes = *c;
+      }
+      const Dims* s = shape(op == "Squeeze" ? in(0) : out0);
+      if (axes.empty() || !s) return {};
+      for (int64_t ax : axes) {
+        if (ax < 0) ax += static_cast<int64_t>(s->size());
+        if (ax <= 1) return {};
+      }
+      labels[out0] = *x0;
+      return {0};
+    }
+
+    if (kElementwise.count(op)) {
+      std::vector<int> carried;
+      for (int k = 0; k < nd.input_size(); ++k)
+        if (!in(k).empty() && label(in(k))) carried.push_back(k);
+      if (carried.empty()) return {};
+      const Label first = *label(in(carried[0]));
+      const Dims* out_shape = shape(out0);
+      const int rank = out_shape ? static_cast<int>(out_shape->size()) : -1;
+      std::set<int> handled;
+      for (int k = 0; k < nd.input_size(); ++k) {
+        if (in(k).empty()) continue;
+        if (const Label* l = label(in(k))) {
+          if (l->size() != first.size()) {
+            fix(*l, who + " combines " + std::to_string(l->size()) + " and " + std::to_string(first.size()) + " channels");
+            fix(first, who + " combines " + std::to_string(l->size()) + " and " + std::to_string(first.size()) + " channels");
+          } else {
+            for (size_t c = 0; c < first.size(); ++c) cg.unite(first[c], (*l)[c]);
+          }
+          handled.insert(k);
+        } else if (auto c = onnxu::find_constant(view, in(k))) {
+          if (rank < 0) fix(first, who + " has an output of unknown rank");
+          else constant_operand(*c, rank, first, who);
+        } else {
+          const Dims* s = shape(in(k));
+          if (!s || rank < 0) {
+            fix(first, who + " combines the channels with '" + in(k) + "' of unknown shape");
+          } else {
+            const int axis = 1 - (rank - static_cast<int>(s->size()));
+            if (axis >= 0 && (*s)[axis] != 1)
+              fix(first, who + " combines the channels with '" + in(k) + "', which cannot be pruned");
+          }
+        }
+      }
+      labels[out0] = first;
+      return handled;
+    }
+
+    if (op == "Concat") {
+      const Dims* s = shape(out0);
+      int64_t axis = onnxu::attr_int(nd, "axis", 1);
+      if (axis < 0 && s) axis += static_cast<int64_t>(s->size());
+      if (axis != 1) return {};
+      Label out;
+      std::set<int> handled;
+      for (int k = 0; k < nd.input_size(); ++k) {
+        if (const Label* l = label(in(k))) {
+          out.insert(out.end(), l->begin(), l->end());
+          handled.insert(k);
+        } else {
+          const Dims* si = shape(in(k));
+          if (!si || si->size() < 2 || (*si)[1] < 0) {
+            for (int j : handled) fix(*label(in(j)), who + " concatenates them with '" + in(k) + "' of unknown channel count");
+            return handled;
+          }
+          Label f = fixed_ids((*si)[1], who + " concatenates them with '" + in(k) + "', which cannot be pruned");
+          out.insert(out.end(), f.begin(), f.end());
+        }
+      }
+      labels[out0] = out;
+      return handled;
+    }
+
+    if ((op == "Flatten" || op == "Reshape") && x0) {
+      const Dims* si = shape(in(0));
+      const Dims* so = shape(out0);
+      if (!si || si->size() < 2 || std::any_of(si->begin() + 1, si->end(), [](int64_t d) { return d < 0; })) {
+        fix(*x0, who + ": the input's channel and spatial sizes are unknown");
+        return {0};
+      }
+      int64_t spatial = 1;
+      for (size_t i = 2; i < si->size(); ++i) spatial *= (*si)[i];
+      if (op == "Flatten" && onnxu::attr_int(nd, "axis", 1) != 1) return {};
+      if (op == "Reshape") {
+        const bool flat = so && so->size() == 2 && (*so)[1] == static_cast<int64_t>(x0->size()) * spatial;
+        auto target = onnxu::constant_int64s(view, in(1));
+        if (!flat) { fix(*x0, who + " is not a flatten to [N, C*H*W]"); return {0}; }
+        if (!target || target->size() != 2) { fix(*x0, who + " has a shape input that is not constant"); return {0}; }
+        if ((*target)[1] > 0) {
+          if (view.consumers(in(1)).size() > 1) { fix(*x0, who + " shares its shape constant with other nodes"); return {0}; }
+        }
+      }
+      Label out;
+      out.reserve(x0->size() * static_cast<size_t>(spatial));
+      for (int id : *x0)
+        for (int64_t s = 0; s < spatial; ++s) out.push_back(id);
+      if (op == "Reshape" && (*onnxu::constant_int64s(view, in(1)))[1] > 0) cg.reshapes.push_back({n, out});
+      labels[out0] = std::move(out);
+      return {0, 1};
+    }
+
+    if (op == "Shape") return {0};  // reads only the sizes; Reshape targets are checked above
+    return {};
+  }
+
+  void run() {
+    for (int n : view.topo_order()) {
+      const auto& nd = view.node(n);
+      std::set<int> handled = with_context("while analysing channels at " + view.describe(n), [&] { return visit(n); });
+      for (int k = 0; k < nd.input_size(); ++k) {
+        const Label* l = nd.input(k).empty() ? nullptr : label(nd.input(k));
+        if (l && !handled.count(k))
+          fix(*l, "they flow into input " + std::to_string(k) + " of " + view.describe(n) + ", which cannot be followed");
+      }
+    }
+    for (const auto& o : view.graph().output())
+      if (const Label* l = label(o.name())) fix(*l, "their channels reach graph output '" + o.name() + "'");
+    cg.finalize_fixed();
+    build_groups();
+  }
+
+  void build_groups() {
+    // Layers sharing a class form a group: union-find over layers keyed by class roots.
+    const int nl = static_cast<int>(cg.layers.size());
+    std::vector<int> lp(nl);
+    for (int i = 0; i < nl; ++i) lp[i] = i;
+    auto find = [&](int i) { while (lp[i] != i) i = lp[i] = lp[lp[i]]; return i; };
+    std::unordered_map<int, int> owner;  // class root -> first layer
+    for (int i = 0; i < nl; ++i)
+      for (int id : cg.layers[i].ids) {
+        auto [it, fresh] = owner.emplace(cg.root(id), i);
+        if (!fresh) lp[find(i)] = find(it->second);
+      }
+    std::unordered_map<int, int> group_of_root;
+    for (int i = 0; i < nl; ++i) {
+      auto [it, fresh] = group_of_root.emplace(find(i), static_cast<int>(cg.groups.size()));
+      if (fresh) cg.groups.emplace_back();
+      cg.layers[i].group = it->second;
+      cg.groups[it->second].layers.push_back(i);
+    }
+    for (auto& g : cg.groups) {
+      std::unordered_map<int, size_t> class_index;
+      for (int li : g.layers) {
+        const Layer& L = cg.layers[li];
+        g.weight_numel += L.weight_numel;
+        for (int64_t c = 0; c < L.channels; ++c) {
+          const int r = cg.root(L.ids[c]);
+          auto [it, fresh] = class_index.emplace(r, g.classes.size());
+          if (fresh) {
+            g.classes.push_back(r);
+            g.score.push_back(0);
+            if (g.fixed_reason.empty()) g.fixed_reason = cg.fixed_reason_of_root(r);
+          }
+          g.score[it->second] += L.l1[c];
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+int ChannelGraph::root(int id) const {
+  while (parent_[id] != id) id = parent_[id] = parent_[parent_[id]];
+  return id;
+}
+
+std::vector<int> ChannelGraph::new_ids(int64_t n) {
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (auto& id : ids) {
+    id = static_cast<int>(parent_.size());
+    parent_.push_back(id);
+    fixed_.emplace_back();
+  }
+  return ids;
+}
+
+void ChannelGraph::unite(int a, int b) {
+  a = root(a);
+  b = root(b);
+  if (a != b) parent_[std::max(a, b)] = std::min(a, b);
+}
+
+void ChannelGraph::fix(int id, const std::string& reason) {
+  if (fixed_[id].empty()) fixed_[id] = reason;
+}
+
+void ChannelGraph::finalize_fixed() {
+  for (int id = 0; id < id_count(); ++id) {
+    const int r = root(id);
+    if (r != id && !fixed_[id].empty() && fixed_[r].empty()) fixed_[r] = fixed_[id];
+  }
+}
+
+std::vector<double> constant_l1_norms(const onnxu::GraphView& view, const ConstantRef& ref, int axis) {
+  if (ref.kind == ConstantRef::Kind::constant_of_shape) {
+    const int64_t c = ref.dims.at(axis);
+    const int64_t per = c ? onnxu::numel(ref.dims) / c : 0;
+    return std::vector<double>(static_cast<size_t>(c), std::fabs(ref.fill) * static_cast<double>(per));
+  }
+  const onnx::TensorProto* t = nullptr;
+  if (ref.kind == ConstantRef::Kind::initializer) t = view.initializer(ref.name);
+  else if (const auto* a = onnxu::find_attribute(view.node(ref.node), "value")) t = &a->t();
+  if (!t) throw_error(ErrorKind::bad_input, "constant '" + ref.name + "' has no data");
+  return with_context("while computing filter norms of '" + ref.name + "'", [&] { return onnxu::l1_norms_along(*t, axis); });
+}
+
+ChannelGraph analyze_channels(const onnx::ModelProto& model, const onnxu::GraphView& view, const onnxu::ShapeMap& shapes) {
+  Analyzer a{model, view, shapes, {}, {}};
+  a.run();
+  return std::move(a.cg);
+}
+
+}  // namespace hpcnn::prune

@@ -1,0 +1,102 @@
+// hpcnn prune: channel dependency analysis for structured pruning.
+//
+// Every prunable layer -- Conv (output filters, weight [Cout, Cin/group, kH, kW] axis 0), Gemm
+// (output neurons, B axis 0 with transB=1, axis 1 with transB=0) and MatMul with a constant 2-D
+// B [K, N] (axis 1) -- gets one channel id per output channel. Ids travel with the tensors along
+// axis 1 (NCHW channels, or features of [N, F]) through channel-preserving operators; an
+// elementwise Add/Sum/Sub/Mul/Max/... of two carried tensors unites their ids (residual
+// connections), a depthwise Conv unites its filters with its input channels, Concat on axis 1
+// concatenates them, and Flatten/Reshape to [N, C*H*W] repeats each id over the spatial size so
+// that the next Gemm/MatMul's weight columns can be sliced "by channel x spatial position".
+// United ids form one channel class: a class is kept or removed as a whole. Layers that share
+// a class form a group with one kept-channel set (Sakai et al., ICPR 2022, Sec. 3, applied per
+// group). A class is fixed (never removed) if its channels reach a graph output or pass through
+// an operator the analysis cannot follow; the reason is recorded and reported.
+//
+// The analysis also records every slicing the pruned model needs (SliceAction), the Conv
+// `group` attributes to adjust, and the Reshape targets to rewrite.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "onnx/graph.h"
+#include "onnx/shapes.h"
+
+namespace hpcnn::prune {
+
+struct Layer {
+  int node = -1;
+  std::string name;           // node name, or its first output's name when the node has none
+  std::string op;             // Conv, Gemm, MatMul
+  onnxu::ConstantRef weight;  // the weight tensor
+  int weight_axis = 0;        // axis of the output channels in the weight
+  int64_t channels = 0;
+  int64_t weight_numel = 0;
+  std::vector<int> ids;       // channel id of each output channel
+  std::vector<double> l1;     // L1 norm of each output filter / neuron
+  int group = -1;             // index into ChannelGraph::groups
+};
+
+struct Group {
+  std::vector<int> layers;       // indices into ChannelGraph::layers
+  std::vector<int> classes;      // channel classes (root ids), in order of first appearance
+  std::vector<double> score;     // per class: sum of the members' filter L1 norms
+  int64_t weight_numel = 0;      // sum over members
+  std::string fixed_reason;      // non-empty: the group is not pruned, and why
+};
+
+// Keep the indices along `axis` of constant `value` whose channel id is kept.
+struct SliceAction {
+  std::string value;
+  int axis = 0;
+  std::vector<int> ids;  // channel id per index along the axis
+};
+
+// Set the Conv node's `group` attribute to the number of its kept ids (depthwise Conv).
+struct GroupAttrAction {
+  int node = -1;
+  std::vector<int> ids;
+};
+
+// Rewrite dim 1 of the Reshape node's constant shape input to the number of kept ids.
+struct ReshapeAction {
+  int node = -1;
+  std::vector<int> ids;  // ids of the flattened features
+};
+
+class ChannelGraph {
+ public:
+  std::vector<Layer> layers;
+  std::vector<Group> groups;
+  std::vector<SliceAction> slices;
+  std::vector<GroupAttrAction> group_attrs;
+  std::vector<ReshapeAction> reshapes;
+
+  int id_count() const { return static_cast<int>(parent_.size()); }
+  int root(int id) const;
+  // Class index (into groups[g].classes) is not needed by callers; membership via root().
+
+  // Internal construction API (used by analyze_channels).
+  std::vector<int> new_ids(int64_t n);
+  void unite(int a, int b);
+  void fix(int id, const std::string& reason);
+  const std::string& fixed_reason_of_root(int root) const { return fixed_[root]; }
+  void finalize_fixed();  // moves fixed reasons onto roots
+
+ private:
+  mutable std::vector<int> parent_;
+  std::vector<std::string> fixed_;
+};
+
+// Analyses `model` (validated by `view`); `shapes` from onnxu::infer_shapes.
+// Layers' L1 norms are computed here. Errors: ErrorKind::bad_input for inconsistent weights.
+ChannelGraph analyze_channels(const onnx::ModelProto& model, const onnxu::GraphView& view,
+                              const onnxu::ShapeMap& shapes);
+
+// Per-channel L1 norms of a constant weight along `axis` (ConstantOfShape: closed form).
+std::vector<double> constant_l1_norms(const onnxu::GraphView& view, const onnxu::ConstantRef& ref, int axis);
+
+}  // namespace hpcnn::prune

@@ -1,0 +1,213 @@
+#include "prune/prune_rate.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "onnx/graph.h"
+#include "onnx/shapes.h"
+#include "prune/channel_graph.h"
+#include "prune/rates.h"
+#include "prune/surgery.h"
+
+namespace hpcnn::prune {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+double reduction(int64_t before, int64_t after) {
+  return before > 0 ? 1.0 - static_cast<double>(after) / static_cast<double>(before) : 0.0;
+}
+
+// One threshold per group: the smallest of its members' thresholds (a group shares one
+// kept-channel set, so the strictest member decides). nullopt: keep the group whole.
+std::optional<double> group_threshold(const ChannelGraph& cg, const Group& g, const PruneOptions& o) {
+  std::optional<double> t;
+  for (int li : g.layers) {
+    auto it = o.layer_thresholds.find(cg.layers[li].name);
+    std::optional<double> lt = it != o.layer_thresholds.end() ? std::optional<double>(it->second) : o.threshold;
+    if (!lt) return std::nullopt;
+    t = t ? std::min(*t, *lt) : *lt;
+  }
+  return t;
+}
+
+std::vector<GroupDecision> decide(const ChannelGraph& cg, const std::vector<double>& grid,
+                                  const std::function<std::optional<double>(const Group&)>& threshold_of) {
+  std::vector<GroupDecision> d;
+  for (const auto& g : cg.groups) {
+    auto t = threshold_of(g);
+    if (t) {
+      d.push_back(derive_rate(g, *t, grid));
+    } else {
+      d.emplace_back();
+      d.back().threshold = std::nullopt;
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+std::map<std::string, double> read_thresholds_file(const std::filesystem::path& path) {
+  const std::string text = read_file(path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw_error(ErrorKind::bad_input, "thresholds file '" + path.string() + "' is not valid JSON: " + e.what());
+  }
+  if (!j.is_object())
+    throw_error(ErrorKind::bad_input, "thresholds file '" + path.string() + "' must hold a JSON object {\"layer\": threshold}");
+  std::map<std::string, double> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || it.value().get<double>() < 0)
+      throw_error(ErrorKind::bad_input, "thresholds file '" + path.string() + "': the threshold of layer '" + it.key() +
+                                            "' must be a finite number >= 0");
+    out[it.key()] = it.value().get<double>();
+  }
+  return out;
+}
+
+void validate_options(const PruneOptions& o) {
+  const int modes = (o.threshold || !o.layer_thresholds.empty() ? 1 : 0) + (o.target_params_reduction ? 1 : 0) +
+                    (o.target_macs_reduction ? 1 : 0);
+  if (modes == 0)
+    throw_error(ErrorKind::usage, "give --threshold, --thresholds, --target-params-reduction or --target-macs-reduction");
+  if (modes > 1)
+    throw_error(ErrorKind::usage, "--target-params-reduction and --target-macs-reduction exclude each other and the thresholds");
+  if (o.threshold && (!std::isfinite(*o.threshold) || *o.threshold < 0))
+    throw_error(ErrorKind::usage, "--threshold must be a finite number >= 0");
+  for (const auto* t : {&o.target_params_reduction, &o.target_macs_reduction})
+    if (*t && (!std::isfinite(**t) || **t <= 0 || **t >= 1))
+      throw_error(ErrorKind::usage, "a reduction target must lie in (0, 1), e.g. 0.5 for half");
+  validate_rate_grid(o.rates.empty() ? default_rate_grid() : o.rates);
+}
+
+json run_prune_rate(const PruneOptions& o) {
+  validate_options(o);
+  const std::vector<double> grid = o.rates.empty() ? default_rate_grid() : o.rates;
+
+  onnxu::Model model = onnxu::load_model(o.model);
+  const std::string where = "while pruning '" + o.model.string() + "'";
+  json report;
+  with_context(where, [&] {
+    const onnxu::ShapeMap shapes = onnxu::infer_shapes(model.proto);
+    const onnxu::GraphView view(model.proto.graph());
+    const ChannelGraph cg = analyze_channels(model.proto, view, shapes);
+
+    std::set<std::string> layer_names;
+    for (const auto& L : cg.layers) layer_names.insert(L.name);
+    for (const auto& [name, t] : o.layer_thresholds)
+      if (!layer_names.count(name)) spdlog::warn("thresholds file names '{}', which is not a prunable layer", name);
+
+    const std::vector<char> all_kept(static_cast<size_t>(cg.id_count()), 1);
+    const Costs before = count_costs(view, shapes, cg, all_kept);
+
+    std::vector<GroupDecision> decisions;
+    json target;
+    if (o.target_params_reduction || o.target_macs_reduction) {
+      const bool by_params = o.target_params_reduction.has_value();
+      const double goal = by_params ? *o.target_params_reduction : *o.target_macs_reduction;
+      // The derived rates change only where the threshold crosses a grid error: try each.
+      std::set<double> candidates{0.0};
+      for (const auto& g : cg.groups) {
+        if (!g.fixed_reason.empty()) continue;
+        const auto order = removal_order(g);
+        for (double r : grid) {
+          const int64_t k = removed_count(r, static_cast<int64_t>(g.classes.size()));
+          if (k < static_cast<int64_t>(g.classes.size())) candidates.insert(pruning_error(g, order, k));
+        }
+      }
+      double best_t = 0, best_diff = INFINITY, best_reached = 0;
+      for (double t : candidates) {
+        auto d = decide(cg, grid, [&](const Group&) { return std::optional<double>(t); });
+        const Costs after = count_costs(view, shapes, cg, kept_classes(cg, d));
+        const double reached = by_params ? reduction(before.params, after.params) : reduction(before.macs, after.macs);
+        if (std::fabs(reached - goal) < best_diff) {
+          best_diff = std::fabs(reached - goal);
+          best_t = t;
+          best_reached = reached;
+        }
+      }
+      decisions = decide(cg, grid, [&](const Group&) { return std::optional<double>(best_t); });
+      target = {{"metric", by_params ? "params" : "macs"}, {"goal", goal}, {"reached", best_reached}, {"threshold", best_t}};
+      spdlog::info("global threshold {:.6g} reaches a {} reduction of {:.4f} (target {:.4f})", best_t,
+                   by_params ? "parameter" : "MAC", best_reached, goal);
+    } else {
+      decisions = decide(cg, grid, [&](const Group& g) { return group_threshold(cg, g, o); });
+    }
+
+    const std::vector<char> kept = kept_classes(cg, decisions);
+    const Costs after = count_costs(view, shapes, cg, kept);
+
+    json layers = json::array();
+    for (const auto& L : cg.layers) {
+      const Group& g = cg.groups[L.group];
+      const GroupDecision& d = decisions[L.group];
+      int64_t kept_channels = 0;
+      json removed = json::array();
+      for (int64_t c = 0; c < L.channels; ++c) {
+        if (kept[cg.root(L.ids[c])]) ++kept_channels;
+        else removed.push_back(c);
+      }
+      json l = {{"name", L.name}, {"op", L.op}, {"weight", L.weight.name}, {"channels", L.channels},
+                {"group", L.group}, {"rate", d.rate}, {"kept_channels", kept_channels},
+                {"pruning_error", d.error}, {"prunable", g.fixed_reason.empty()}};
+      l["removed_channels"] = std::move(removed);
+      l["threshold"] = d.threshold ? json(*d.threshold) : json(nullptr);
+      if (!g.fixed_reason.empty()) l["reason"] = g.fixed_reason;
+      layers.push_back(std::move(l));
+    }
+    json groups = json::array();
+    size_t prunable_groups = 0;
+    for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
+      const Group& g = cg.groups[gi];
+      json members = json::array();
+      for (int li : g.layers) members.push_back(cg.layers[li].name);
+      json jg = {{"id", gi}, {"layers", members}, {"channels", g.classes.size()}, {"rate", decisions[gi].rate},
+                 {"kept_channels", static_cast<int64_t>(g.classes.size()) - decisions[gi].removed},
+                 {"pruning_error", decisions[gi].error}, {"weight_elements", g.weight_numel},
+                 {"prunable", g.fixed_reason.empty()}};
+      jg["threshold"] = decisions[gi].threshold ? json(*decisions[gi].threshold) : json(nullptr);
+      if (!g.fixed_reason.empty()) jg["reason"] = g.fixed_reason;
+      else ++prunable_groups;
+      groups.push_back(std::move(jg));
+    }
+    if (prunable_groups == 0) spdlog::warn("'{}' has no prunable layer; nothing is pruned", o.model.string());
+
+    report = {{"model", o.model.string()},
+              {"output", o.output ? json(o.output->string()) : json(nullptr)},
+              {"rates", grid},
+              {"layers", layers},
+              {"groups", groups},
+              {"totals",
+               {{"params_before", before.params}, {"params_after", after.params},
+                {"params_reduction", reduction(before.params, after.params)},
+                {"macs_before", before.macs}, {"macs_after", after.macs},
+                {"macs_reduction", reduction(before.macs, after.macs)},
+                {"prunable_groups", prunable_groups}}}};
+    if (o.threshold) report["threshold"] = *o.threshold;
+    if (!target.is_null()) report["target"] = target;
+
+    if (o.output) {
+      apply_pruning(model.proto, cg, kept);
+      onnxu::GraphView check(model.proto.graph());  // the result must still be a valid graph
+      onnxu::SaveOptions so;
+      so.overwrite = o.overwrite;
+      so.external_data = o.external_data;
+      if (so.external_data == onnxu::ExternalData::automatic && model.had_external_data)
+        so.external_data = onnxu::ExternalData::always;
+      onnxu::save_model(model.proto, *o.output, so);
+      spdlog::info("wrote '{}': {} -> {} parameters, {} -> {} MACs", o.output->string(), before.params, after.params,
+                   before.macs, after.macs);
+    }
+  });
+  return report;
+}
+
+}  // namespace hpcnn::prune

@@ -1,0 +1,43 @@
+// hpcnn prune: the prune-rate job (Sakai et al., "Automatic pruning rate derivation for
+// structured pruning of deep neural networks", ICPR 2022).
+//
+// Loads an ONNX model, finds the prunable layers and their channel dependency groups, derives
+// each group's pruning rate from the L1 pruning error and a threshold (one for all, one per
+// layer, or the global threshold closest to a parameter/MAC reduction target), optionally writes
+// the physically smaller model, and returns the report (JSON; fields in README.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "onnx/model.h"
+
+namespace hpcnn::prune {
+
+struct PruneOptions {
+  std::filesystem::path model;
+  std::optional<std::filesystem::path> output;       // -o: write the pruned model
+  std::optional<double> threshold;                   // --threshold
+  std::map<std::string, double> layer_thresholds;    // --thresholds FILE, by layer name
+  std::optional<double> target_params_reduction;     // in (0, 1)
+  std::optional<double> target_macs_reduction;       // in (0, 1)
+  std::vector<double> rates;                         // the grid (default 0.0, 0.1, ..., 0.9)
+  onnxu::ExternalData external_data = onnxu::ExternalData::automatic;
+  bool overwrite = true;
+};
+
+// Reads a thresholds file: a JSON object {"layer name": threshold, ...}. ErrorKind::bad_input
+// for malformed JSON or values that are not finite non-negative numbers (naming the key).
+std::map<std::string, double> read_thresholds_file(const std::filesystem::path& path);
+
+// Checks the option combination (exactly one threshold mode, values in range). ErrorKind::usage.
+void validate_options(const PruneOptions& options);
+
+nlohmann::ordered_json run_prune_rate(const PruneOptions& options);
+
+}  // namespace hpcnn::prune

@@ -1,0 +1,128 @@
+#include "prune/rates.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace hpcnn::prune {
+
+std::vector<double> default_rate_grid() {
+  std::vector<double> g;
+  for (int i = 0; i < 10; ++i) g.push_back(i / 10.0);
+  return g;
+}
+
+void validate_rate_grid(const std::vector<double>& grid) {
+  if (grid.empty()) throw_error(ErrorKind::usage, "the rate grid is empty");
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (!std::isfinite(grid[i]) || grid[i] < 0 || grid[i] >= 1)
+      throw_error(ErrorKind::usage, "rate " + std::to_string(grid[i]) + " is outside [0, 1)");
+    if (i && grid[i] <= grid[i - 1]) throw_error(ErrorKind::usage, "rates must be strictly ascending");
+  }
+}
+
+int64_t removed_count(double rate, int64_t classes) {
+  return static_cast<int64_t>(std::floor(rate * static_cast<double>(classes) + 0.5));
+}
+
+std::vector<int> removal_order(const Group& g) {
+  std::vector<int> order(g.classes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return g.score[a] < g.score[b]; });
+  return order;
+}
+
+double pruning_error(const Group& g, const std::vector<int>& order, int64_t k) {
+  double s = 0;
+  for (int64_t i = 0; i < k; ++i) s += g.score[order[i]];
+  return g.weight_numel > 0 ? s / static_cast<double>(g.weight_numel) : 0.0;
+}
+
+GroupDecision derive_rate(const Group& g, double threshold, const std::vector<double>& grid) {
+  GroupDecision d;
+  d.threshold = threshold;
+  if (!g.fixed_reason.empty()) return d;
+  const auto order = removal_order(g);
+  const int64_t c = static_cast<int64_t>(g.classes.size());
+  for (double r : grid) {
+    const int64_t k = removed_count(r, c);
+    if (k >= c) break;  // keep at least one channel
+    const double e = pruning_error(g, order, k);
+    if (e <= threshold) {
+      d.rate = r;
+      d.removed = k;
+      d.error = e;
+    } else {
+      break;  // the error only grows with the rate
+    }
+  }
+  return d;
+}
+
+std::vector<char> kept_classes(const ChannelGraph& cg, const std::vector<GroupDecision>& decisions) {
+  std::vector<char> kept(static_cast<size_t>(cg.id_count()), 1);
+  for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
+    const Group& g = cg.groups[gi];
+    if (decisions[gi].removed == 0) continue;
+    const auto order = removal_order(g);
+    for (int64_t i = 0; i < decisions[gi].removed; ++i) kept[g.classes[order[i]]] = 0;
+  }
+  return kept;
+}
+
+Costs count_costs(const onnxu::GraphView& view, const onnxu::ShapeMap& shapes, const ChannelGraph& cg,
+                  const std::vector<char>& kept) {
+  // Fraction of each constant's elements that remain.
+  std::unordered_map<std::string, double> factor;
+  for (const auto& s : cg.slices) {
+    int64_t k = 0;
+    for (int id : s.ids) k += kept[cg.root(id)];
+    double& f = factor.emplace(s.value, 1.0).first->second;
+    if (!s.ids.empty()) f *= static_cast<double>(k) / static_cast<double>(s.ids.size());
+  }
+  auto numel_after = [&](const std::string& name, const onnxu::Dims& dims) {
+    auto it = factor.find(name);
+    const double n = static_cast<double>(onnxu::numel(dims));
+    return static_cast<int64_t>(std::llround(it == factor.end() ? n : n * it->second));
+  };
+  auto dim_or_1 = [&](const std::string& v, int axis) -> int64_t {
+    auto it = shapes.find(v);
+    if (it == shapes.end() || axis >= static_cast<int>(it->second.size()) || it->second[axis] < 0) return 1;
+    return it->second[axis];
+  };
+  Costs c;
+  for (const auto& t : view.graph().initializer())
+    if (onnxu::is_floating(t.data_type())) c.params += numel_after(t.name(), onnxu::dims_of(t));
+  for (int n = 0; n < view.node_count(); ++n) {
+    const auto& nd = view.node(n);
+    if ((nd.op_type() == "Constant" || nd.op_type() == "ConstantOfShape") && nd.output_size()) {
+      auto ref = onnxu::find_constant(view, nd.output(0));
+      if (ref && onnxu::is_floating(ref->dtype)) c.params += numel_after(ref->name, ref->dims);
+    }
+    const std::string& op = nd.op_type();
+    if ((op != "Conv" && op != "Gemm" && op != "MatMul") || nd.input_size() < 2) continue;
+    auto w = onnxu::find_constant(view, nd.input(1));
+    if (!w) continue;
+    const int64_t wn = numel_after(w->name, w->dims);
+    int64_t rows = 1;
+    if (op == "Conv") {
+      auto it = shapes.find(nd.output(0));
+      if (it != shapes.end())
+        for (size_t i = 0; i < it->second.size(); ++i)
+          if (i != 1) rows *= dim_or_1(nd.output(0), static_cast<int>(i));
+    } else if (op == "Gemm") {
+      rows = dim_or_1(nd.input(0), onnxu::attr_int(nd, "transA", 0) ? 1 : 0);
+    } else {
+      auto it = shapes.find(nd.output(0));
+      if (it != shapes.end())
+        for (size_t i = 0; i + 1 < it->second.size(); ++i) rows *= dim_or_1(nd.output(0), static_cast<int>(i));
+    }
+    c.macs += rows * wn;
+  }
+  return c;
+}
+
+}  // namespace hpcnn::prune

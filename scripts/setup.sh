@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Set-up from nothing on Debian 12 (bookworm): installs every Debian package the build,
+# the tools and the tests need, the Fashion-MNIST dataset package, and the pinned PyPI
+# packages into a virtual environment of the project's own (.venv).
+# Idempotent: a second run installs nothing new and takes seconds.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+debs=(
+  build-essential cmake pkg-config git ca-certificates
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+  libprotobuf-dev protobuf-compiler libonnx-dev
+  zlib1g-dev libxxhash-dev
+  python3 python3-venv python3-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python: Debian's interpreter (the venv must not depend on whatever python3 is first on PATH).
+py=/usr/bin/python3
+venv="$here/.venv"
+req="$here/scripts/requirements.txt"
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$req" | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating virtual environment $venv" >&2
+  "$py" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -r "$req"
+  echo "$want" > "$stamp"
+fi
+echo "setup: ok" >&2

@@ -1,0 +1,292 @@
+"""prune-rate on small hand-built models, one per graph pattern. Expected rates, errors and
+removed filters are computed here with numpy from the definition (Sakai et al., ICPR 2022);
+the written model is checked with onnx.checker and against onnxruntime: it must compute what
+the original computes with the removed filters zeroed."""
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from hpcnn_test import (Builder, assert_close, count_macs, count_params, ort_run, prune, set_weight,
+                        weights_of)
+
+GRID = [i / 10 for i in range(10)]
+
+
+def case_chain(trans_b=1, bias=True, weights_as="initializer"):
+    b = Builder(1, weights_as)
+    x = b.op("Relu", [b.bn(b.conv("x", 3, 8, name="c1", bias=bias), 8)])
+    x = b.op("Relu", [b.conv(x, 8, 12, name="c2", bias=bias)])
+    x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.op("Flatten", [x])
+    x = b.op("Relu", [b.gemm(x, 12 * 4 * 4, 10, trans_b=trans_b, name="fc1")])
+    out = b.gemm(x, 10, 5, trans_b=trans_b, name="fc2")
+    return b.model(out, [1, 3, 8, 8]), [{"c1"}, {"c2"}, {"fc1"}], {"fc2": "graph output"}
+
+
+def case_residual(op="Add"):
+    b = Builder(2)
+    x0 = b.op("Relu", [b.conv("x", 3, 8, name="stem")])
+    y = b.op("Relu", [b.conv(x0, 8, 6, name="a")])
+    y = b.conv(y, 6, 8, name="b")
+    s = b.op(op, [x0, y])
+    s = b.op("Relu", [s])
+    z = b.conv(s, 8, 8, name="c")
+    s2 = b.op(op, [s, z])
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [s2])])
+    return b.model(b.gemm(g, 8, 4, name="fc"), [1, 3, 6, 6]), [{"stem", "b", "c"}, {"a"}], {"fc": "graph output"}
+
+
+def case_concat():
+    b = Builder(3)
+    x = b.op("Relu", [b.conv("x", 3, 6, name="sq")])
+    e1 = b.op("Relu", [b.conv(x, 6, 5, k=1, name="e1")])
+    e3 = b.op("Relu", [b.conv(x, 6, 7, k=3, name="e3")])
+    cat = b.op("Concat", [e1, e3], axis=1)
+    y = b.op("Relu", [b.conv(cat, 12, 9, name="post")])
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    return b.model(b.gemm(g, 9, 3, name="fc"), [1, 3, 6, 6]), [{"sq"}, {"e1"}, {"e3"}, {"post"}], {"fc": "graph output"}
+
+
+def case_depthwise():
+    b = Builder(4)
+    x = b.op("Relu", [b.bn(b.conv("x", 3, 8, name="pw1"), 8)])
+    x = b.op("Clip", [b.bn(b.conv(x, 8, 8, group=8, name="dw"), 8)], min=0.0, max=6.0)
+    x = b.op("Relu", [b.conv(x, 8, 10, k=1, name="pw2")])
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    return b.model(b.gemm(g, 10, 4, name="fc"), [1, 3, 6, 6], opset=10), [{"pw1", "dw"}, {"pw2"}], {"fc": "graph output"}
+
+
+def case_matmul_reshape():
+    b = Builder(5)
+    x = b.op("Relu", [b.conv("x", 3, 6, name="c1")])
+    shape = b.const("flat_shape", np.array([1, 6 * 5 * 5], dtype=np.int64))
+    x = b.op("Reshape", [x, shape])
+    h = b.matmul(x, 150, 16, name="mm1")
+    h = b.op("Relu", [b.op("Add", [h, b.const("mm1.bias", np.linspace(-1, 1, 16).astype(np.float32))])])
+    return b.model(b.matmul(h, 16, 3, name="mm2"), [1, 3, 5, 5]), [{"c1"}, {"mm1"}], {"mm2": "graph output"}
+
+
+def case_ir3_inputs():
+    b = Builder(6)
+    x = b.op("Relu", [b.conv("x", 3, 8, name="c1")])
+    x = b.op("Relu", [b.conv(x, 8, 8, name="c2")])
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    return b.model(b.gemm(g, 8, 4, name="fc"), [1, 3, 6, 6], opset=7, ir=3, inits_as_inputs=True), [{"c1"}, {"c2"}], {}
+
+
+def case_opset21():
+    m, groups, fixed = case_chain()
+    m.opset_import[0].version = 21
+    m.ir_version = 10
+    onnx.checker.check_model(m)
+    return m, groups, fixed
+
+
+def case_transpose():
+    b = Builder(7)
+    x = b.op("Relu", [b.conv("x", 3, 8, name="c1")])
+    t = b.op("Transpose", [x], perm=[0, 1, 3, 2])
+    y = b.op("Relu", [b.conv(t, 8, 6, name="c2")])
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    return b.model(b.gemm(g, 6, 3, name="fc"), [1, 3, 6, 6]), [{"c1"}, {"c2"}], {"c1": "Transpose"}
+
+
+CASES = {
+    "chain_transB1": lambda: case_chain(1),
+    "chain_transB0": lambda: case_chain(0),
+    "chain_no_bias": lambda: case_chain(1, bias=False),
+    "constant_nodes": lambda: case_chain(1, weights_as="constant"),
+    "residual_add": lambda: case_residual("Add"),
+    "residual_sum": lambda: case_residual("Sum"),
+    "concat": case_concat,
+    "depthwise": case_depthwise,
+    "matmul_reshape": case_matmul_reshape,
+    "ir3_initializers_as_inputs": case_ir3_inputs,
+    "opset21": case_opset21,
+    "transpose_unfollowable": case_transpose,
+}
+
+
+# ---- independent reference -------------------------------------------------------------------------
+def out_axis(layer, model):
+    if layer["op"] == "Conv":
+        return 0
+    if layer["op"] == "MatMul":
+        return 1
+    node = next(n for n in model.graph.node if n.name == layer["name"])
+    return 0 if any(a.name == "transB" and a.i for a in node.attribute) else 1
+
+
+def l1(w, axis):
+    return np.abs(w.astype(np.float64)).sum(axis=tuple(i for i in range(w.ndim) if i != axis))
+
+
+def expected_group(model, layers, threshold):
+    """Rate, error and removed channel indices for an index-aligned group (residual / depthwise)."""
+    W = weights_of(model)
+    score = sum(l1(W[L["weight"]], out_axis(L, model)) for L in layers)
+    numel = sum(W[L["weight"]].size for L in layers)
+    order = np.argsort(score, kind="stable")
+    c = len(score)
+    rate, removed, err = 0.0, 0, 0.0
+    for r in GRID:
+        k = int(np.floor(r * c + 0.5))
+        if k >= c:
+            break
+        e = score[order[:k]].sum() / numel
+        if e > threshold:
+            break
+        rate, removed, err = r, k, e
+    return rate, err, sorted(order[:removed].tolist())
+
+
+def zero_removed(model, report):
+    """The original model with every removed filter's weights, bias and BN parameters zeroed."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    W = weights_of(m)
+    for L in report["layers"]:
+        rem = L["removed_channels"]
+        if not rem:
+            continue
+        node = next(n for n in m.graph.node if n.name == L["name"])
+        ax = out_axis(L, m)
+        w = W[L["weight"]].copy()
+        idx = [slice(None)] * w.ndim
+        idx[ax] = rem
+        w[tuple(idx)] = 0
+        set_weight(m, L["weight"], w)
+        if len(node.input) > 2:
+            b = W[node.input[2]].copy()
+            b[..., rem] = 0
+            set_weight(m, node.input[2], b)
+        for n in m.graph.node:
+            if node.output[0] not in n.input:
+                continue
+            if n.op_type == "BatchNormalization":
+                for p in n.input[1:4]:
+                    v = W[p].copy()
+                    v[rem] = 0
+                    set_weight(m, p, v)
+            if n.op_type == "Add":
+                for p in n.input:
+                    if p in W:
+                        v = W[p].copy()
+                        v[..., rem] = 0
+                        set_weight(m, p, v)
+    return m
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rate_zero_keeps_outputs(case, tmp_path):
+    model, _, _ = CASES[case]()
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    report = prune(src, dst, "--threshold", "0")
+    assert all(L["rate"] == 0 and L["kept_channels"] == L["channels"] for L in report["layers"])
+    onnx.checker.check_model(onnx.load(dst), full_check=True)
+    (a,), feeds = ort_run(model)
+    (b,), _ = ort_run(str(dst), feeds)
+    assert_close(b, a)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pruned_model_matches_reference(case, tmp_path):
+    model, groups, fixed = CASES[case]()
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    # A threshold that prunes about half of the first prunable group, computed independently.
+    probe = prune(src, tmp_path / "probe.onnx", "--threshold", "0")
+    by_name = {L["name"]: L for L in probe["layers"]}
+    first = next(g for g in groups if all(by_name[n]["prunable"] for n in g))
+    members = [by_name[n] for n in sorted(first)]
+    W = weights_of(model)
+    score = sum(l1(W[L["weight"]], out_axis(L, model)) for L in members)
+    # Halfway between the errors at rates 0.5 and 0.6, away from float rounding at the boundary.
+    numel = sum(W[L["weight"]].size for L in members)
+    errs = [np.sort(score)[:int(np.floor(r * len(score) + 0.5))].sum() / numel for r in (0.5, 0.6)]
+    threshold = (errs[0] + errs[1]) / 2
+
+    report = prune(src, dst, "--threshold", repr(float(threshold)))
+    layers = {L["name"]: L for L in report["layers"]}
+    # Groups: exactly the expected sets of layers.
+    got_groups = {frozenset(g["layers"]) for g in report["groups"]}
+    for g in groups:
+        assert frozenset(g) in got_groups, (g, got_groups)
+    # Fixed layers name their reason.
+    for name, why in fixed.items():
+        assert not layers[name]["prunable"] and why in layers[name]["reason"], layers[name]
+    # Rates, errors and removed filters from the definition.
+    pruned_any = False
+    for g in groups:
+        if not all(layers[n]["prunable"] for n in g):
+            assert all(layers[n]["rate"] == 0 for n in g)
+            continue
+        rate, err, removed = expected_group(model, [layers[n] for n in sorted(g)], threshold)
+        for n in g:
+            assert layers[n]["rate"] == pytest.approx(rate), n
+            assert layers[n]["pruning_error"] == pytest.approx(err, rel=1e-9, abs=1e-12), n
+            assert layers[n]["removed_channels"] == removed, n
+            assert layers[n]["kept_channels"] == layers[n]["channels"] - len(removed)
+        pruned_any |= bool(removed)
+    assert pruned_any
+    # The written model: valid, smaller, and computing the zeroed original.
+    pruned = onnx.load(dst)
+    onnx.checker.check_model(pruned, full_check=True)
+    (ref,), feeds = ort_run(zero_removed(model, report))
+    (out,), _ = ort_run(str(dst), feeds)
+    assert_close(out, ref)
+    t = report["totals"]
+    assert t["params_before"] == count_params(model)
+    assert t["params_after"] == count_params(pruned) < t["params_before"]
+    assert t["macs_before"] == count_macs(model)
+    assert t["macs_after"] == count_macs(pruned)
+
+
+def test_thresholds_file_and_grid(tmp_path):
+    model, _, _ = case_chain()
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    th = tmp_path / "th.json"
+    th.write_text('{"c2": 1000.0}')  # only c2 gets a threshold: every grid rate is allowed
+    report = prune(src, tmp_path / "p.onnx", "--thresholds", th, "--rates", "0,0.25,0.5")
+    layers = {L["name"]: L for L in report["layers"]}
+    assert layers["c2"]["rate"] == 0.5 and layers["c2"]["kept_channels"] == 6
+    assert layers["c1"]["rate"] == 0 and layers["c1"]["threshold"] is None
+    assert report["rates"] == [0, 0.25, 0.5]
+
+
+@pytest.mark.parametrize("metric", ["params", "macs"])
+def test_target_reduction(metric, tmp_path):
+    model, _, _ = case_residual()
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    report = prune(src, dst, f"--target-{metric}-reduction", "0.3")
+    pruned = onnx.load(dst)
+    before, after = (count_params(model), count_params(pruned)) if metric == "params" else (count_macs(model), count_macs(pruned))
+    reached = 1 - after / before
+    assert report["target"]["reached"] == pytest.approx(reached)
+    # No other global threshold on the grid comes closer: check every candidate threshold.
+    best = abs(reached - 0.3)
+    for t in np.linspace(0, 0.2, 41):
+        r = prune(src, tmp_path / "q.onnx", "--threshold", repr(float(t)))["totals"][f"{metric}_reduction"]
+        assert abs(r - 0.3) >= best - 1e-12
+
+
+def test_nothing_prunable_is_reported(tmp_path):
+    b = Builder(8)
+    out = b.gemm(b.op("Flatten", ["x"]), 12, 3, name="only")
+    src = tmp_path / "m.onnx"
+    onnx.save(b.model(out, [1, 3, 2, 2]), src)
+    p = prune(src, tmp_path / "p.onnx", "--threshold", "1", check=False)
+    assert isinstance(p, dict), p.stderr
+    assert p["totals"]["prunable_groups"] == 0
+
+
+def test_help_and_version():
+    from hpcnn_test import run
+    assert "--threshold" in run("prune-rate", "--help").stdout
+    assert "hpcnn" in run("prune-rate", "--version").stdout

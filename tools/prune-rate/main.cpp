@@ -1,0 +1,101 @@
+// prune-rate: automatic per-layer structured pruning rates from the L1 pruning error
+// (Sakai et al., ICPR 2022); writes the physically smaller ONNX model with -o.
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/tool_main.h"
+#include "prune/prune_rate.h"
+
+namespace {
+
+using hpcnn::ErrorKind;
+using hpcnn::throw_error;
+
+std::vector<double> parse_rates(const std::string& text) {
+  std::vector<double> rates;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size()) throw_error(ErrorKind::usage, "--rates: '" + item + "' is not a number");
+    rates.push_back(v);
+  }
+  if (rates.empty()) throw_error(ErrorKind::usage, "--rates: the list is empty");
+  return rates;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, output, thresholds_file, rates, report_file, external = "auto";
+  double threshold = 0, target_params = 0, target_macs = 0;
+  bool force = false;
+  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr;
+  return hpcnn::run_tool(
+      "prune-rate", argc, argv,
+      [&](CLI::App& app, int&) {
+        app.description(
+            "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
+            "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model.\n"
+            "The JSON report goes to stdout (or --report FILE); logs go to stderr.");
+        app.add_option("model", model, "Input ONNX model")->required();
+        app.add_option("-o,--output", output, "Write the pruned ONNX model here (atomically)");
+        opt_threshold = app.add_option("--threshold", threshold, "Pruning-error threshold for every layer (>= 0)");
+        app.add_option("--thresholds", thresholds_file,
+                       "JSON file {\"layer name\": threshold}; layers not named use --threshold, or stay unpruned");
+        opt_params = app.add_option("--target-params-reduction", target_params,
+                                    "Search the one global threshold closest to this parameter reduction, in (0, 1)");
+        opt_macs = app.add_option("--target-macs-reduction", target_macs,
+                                  "Search the one global threshold closest to this MAC reduction, in (0, 1)");
+        app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
+        app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
+        app.add_option("--external-data", external,
+                       "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
+            ->check(CLI::IsMember({"auto", "always", "never"}));
+        app.add_flag("-f,--force", force, "Overwrite existing output files");
+        return 0;
+      },
+      [&](int) {
+        hpcnn::prune::PruneOptions o;
+        o.model = model;
+        if (!output.empty()) {
+          o.output = output;
+          std::error_code ec;
+          if (std::filesystem::equivalent(model, output, ec))
+            throw_error(ErrorKind::usage, "the output '" + output + "' is the input model; choose another path");
+        }
+        if (opt_threshold->count()) o.threshold = threshold;
+        if (!thresholds_file.empty()) o.layer_thresholds = hpcnn::prune::read_thresholds_file(thresholds_file);
+        if (opt_params->count()) o.target_params_reduction = target_params;
+        if (opt_macs->count()) o.target_macs_reduction = target_macs;
+        if (!rates.empty()) o.rates = parse_rates(rates);
+        o.external_data = external == "always"  ? hpcnn::onnxu::ExternalData::always
+                          : external == "never" ? hpcnn::onnxu::ExternalData::never
+                                                : hpcnn::onnxu::ExternalData::automatic;
+        o.overwrite = force;
+        hpcnn::prune::validate_options(o);
+        if (!report_file.empty() && !force && std::filesystem::exists(report_file))
+          throw_error(ErrorKind::io, "report file '" + report_file + "' already exists (use -f to overwrite)");
+
+        const nlohmann::ordered_json report = hpcnn::prune::run_prune_rate(o);
+        const std::string text = report.dump(2) + "\n";
+        if (report_file.empty()) {
+          std::cout << text << std::flush;
+          if (!std::cout) throw_error(ErrorKind::io, "cannot write the report to stdout");
+        } else {
+          hpcnn::AtomicFile f(report_file, true);
+          f.write(text.data(), text.size());
+          f.commit();
+        }
+        return 0;
+      });
+}
