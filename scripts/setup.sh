@@ -11,7 +11,7 @@ debs=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libprotobuf-dev protobuf-compiler libonnx-dev
   zlib1g-dev libxxhash-dev
-  python3 python3-venv python3-dev
+  python3 python3-venv python3-dev time
   dataset-fashion-mnist
 )
 

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   std::string model, output, thresholds_file, rates, report_file, external = "auto";
   double threshold = 0, target_params = 0, target_macs = 0;
   bool force = false;
-  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr;
+  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr;
   return hpcnn::run_tool(
       "prune-rate", argc, argv,
       [&](CLI::App& app, int&) {
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
                                     "Search the one global threshold closest to this parameter reduction, in (0, 1)");
         opt_macs = app.add_option("--target-macs-reduction", target_macs,
                                   "Search the one global threshold closest to this MAC reduction, in (0, 1)");
-        app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
+        opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
         app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
         app.add_option("--external-data", external,
                        "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
         if (!thresholds_file.empty()) o.layer_thresholds = hpcnn::prune::read_thresholds_file(thresholds_file);
         if (opt_params->count()) o.target_params_reduction = target_params;
         if (opt_macs->count()) o.target_macs_reduction = target_macs;
-        if (!rates.empty()) o.rates = parse_rates(rates);
+        if (opt_rates->count()) o.rates = parse_rates(rates);
         o.external_data = external == "always"  ? hpcnn::onnxu::ExternalData::always
                           : external == "never" ? hpcnn::onnxu::ExternalData::never
                                                 : hpcnn::onnxu::ExternalData::automatic;

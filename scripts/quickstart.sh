@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets everything up from nothing, builds, and runs the main job on real input:
+# prune-rate on the model-zoo ResNet-50 graph (ONNX 'light' model with seeded random weights),
+# printing the JSON report and writing the pruned model to out/resnet50_pruned.onnx.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$here/scripts/setup.sh"
+bash "$here/scripts/build.sh"
+out="$here/out"
+mkdir -p "$out"
+"$here/.venv/bin/python" "$here/scripts/make_light_models.py" "$out/models" --models resnet50
+"$here/build/tools/prune-rate/prune-rate" "$out/models/resnet50.onnx" --threshold 0.01 \
+  -o "$out/resnet50_pruned.onnx" -f --report "$out/resnet50_rates.json"
+cat "$out/resnet50_rates.json"
+echo "quickstart: wrote $out/resnet50_pruned.onnx and $out/resnet50_rates.json" >&2
