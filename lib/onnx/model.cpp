@@ -195,7 +195,12 @@ void save_model(onnx::ModelProto& model, const fs::path& path, const SaveOptions
       if (!model.SerializeToFileDescriptor(out.fd()))
         throw_error(ErrorKind::io, "protobuf serialization failed (model over 2 GiB without external data?)");
       if (data_file) data_file->commit();
-      out.commit();
+      try {
+        out.commit();
+      } catch (...) {
+        if (data_file) std::filesystem::remove(data_file->target());  // no half-written pair
+        throw;
+      }
     } catch (...) {
       restore();
       throw;

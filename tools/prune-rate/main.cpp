@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
         o.model = model;
         if (!output.empty()) {
           o.output = output;
+          const auto dir = std::filesystem::path(output).parent_path();
+          if (!dir.empty() && !std::filesystem::is_directory(dir))
+            throw_error(ErrorKind::io, "cannot write '" + output + "': folder '" + dir.string() + "' does not exist");
           std::error_code ec;
           if (std::filesystem::equivalent(model, output, ec))
             throw_error(ErrorKind::usage, "the output '" + output + "' is the input model; choose another path");
