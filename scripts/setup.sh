@@ -12,6 +12,7 @@ debs=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   zlib1g-dev libxxhash-dev
   python3 python3-venv python3-dev time
+  clang libclang-rt-14-dev
   dataset-fashion-mnist
 )
 

@@ -1,0 +1,187 @@
+// Benchmark of the huffgpu CPU codec against zlib's Huffman-only mode (deflate with
+// Z_HUFFMAN_ONLY) on the same files, in the same run, with the order-0 entropy bound.
+// usage: huffman_bench [--threads N] [--repeat R] FILE...
+// Prints per-file and total compressed sizes and encode/decode MB/s (ours at 1 thread and at
+// N threads, zlib at 1 thread), then checks the goals of the huffgpu CPU issue.
+#include <omp.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "huffman/cpu/decoder.h"
+#include "huffman/cpu/encoder.h"
+#include "huffman/format.h"
+
+using namespace hpcnn::huffman;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Encoded {
+  std::vector<std::vector<uint8_t>> chunks;
+  size_t bytes = 0;  // whole stream: header, chunks, end marker, table, trailer
+};
+
+Encoded encode_all(const std::vector<uint8_t>& in, const FileHeader& fh, int threads) {
+  Encoded e;
+  e.bytes = kFileHeaderSize + kChunkHeaderSize + kTrailerSize;
+  for (size_t off = 0; off < in.size(); off += fh.chunk_size) {
+    const size_t n = std::min<size_t>(fh.chunk_size, in.size() - off);
+    e.chunks.emplace_back();
+    encode_chunk(in.data() + off, n, fh, threads, e.chunks.back());
+    e.bytes += e.chunks.back().size() + kTableEntrySize;
+  }
+  return e;
+}
+
+void decode_all(const Encoded& e, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
+  DecoderScratch scratch;
+  size_t off = 0;
+  for (size_t i = 0; i < e.chunks.size(); ++i) {
+    const ChunkHeader h = read_chunk_header(e.chunks[i].data(), fh, i, 0);
+    decode_chunk(h, e.chunks[i].data(), fh, threads, out.data() + off, scratch, i, 0);
+    off += h.original_length;
+  }
+}
+
+template <class Fn>
+double best_seconds(int repeat, Fn&& fn) {
+  double best = 1e30;
+  for (int r = 0; r < repeat; ++r) {
+    const auto t0 = Clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+size_t zlib_huffman(const std::vector<uint8_t>& in, std::vector<uint8_t>& out) {
+  z_stream z{};
+  deflateInit2(&z, 1, Z_DEFLATED, -15, 9, Z_HUFFMAN_ONLY);
+  out.resize(deflateBound(&z, in.size()) + 1024);
+  z.next_in = const_cast<Bytef*>(in.data());
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  if (deflate(&z, Z_FINISH) != Z_STREAM_END) std::abort();
+  const size_t n = z.total_out;
+  deflateEnd(&z);
+  return n;
+}
+
+void zlib_inflate(const std::vector<uint8_t>& in, size_t n, std::vector<uint8_t>& out) {
+  z_stream z{};
+  inflateInit2(&z, -15);
+  z.next_in = const_cast<Bytef*>(in.data());
+  z.avail_in = static_cast<uInt>(n);
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  if (inflate(&z, Z_FINISH) != Z_STREAM_END) std::abort();
+  inflateEnd(&z);
+}
+
+double entropy_bytes(const std::vector<uint8_t>& in) {
+  uint64_t c[256] = {};
+  byte_histogram(in.data(), in.size(), c);
+  double bits = 0;
+  for (uint64_t k : c)
+    if (k) bits -= static_cast<double>(k) * std::log2(static_cast<double>(k) / static_cast<double>(in.size()));
+  return bits / 8;
+}
+
+struct Row {
+  std::string name;
+  size_t size = 0;
+  double entropy = 0;
+  size_t ours = 0, ours128 = 0, ours_nogap = 0, zlib = 0;
+  double enc1 = 0, dec1 = 0, encN = 0, decN = 0, zenc = 0, zdec = 0;  // seconds
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = omp_get_num_procs(), repeat = 5;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "--repeat" && i + 1 < argc) repeat = std::atoi(argv[++i]);
+    else files.push_back(a);
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "usage: huffman_bench [--threads N] [--repeat R] FILE...\n");
+    return 1;
+  }
+  FileHeader fh;  // defaults: L = 12, S = 256, 4 MiB chunks, gap arrays
+  FileHeader fh128 = fh, fh_nogap = fh;
+  fh128.segment_log2 = 7;
+  fh_nogap.flags = 0;
+  std::vector<Row> rows;
+  std::vector<uint8_t> all;
+  auto measure = [&](const std::string& name, const std::vector<uint8_t>& in) {
+    Row r;
+    r.name = name;
+    r.size = in.size();
+    r.entropy = entropy_bytes(in);
+    std::vector<uint8_t> out(in.size());
+    Encoded e;
+    r.enc1 = best_seconds(repeat, [&] { e = encode_all(in, fh, 1); });
+    r.ours = e.bytes;
+    r.dec1 = best_seconds(repeat, [&] { decode_all(e, fh, 1, out); });
+    if (out != in) { std::fprintf(stderr, "round trip failed: %s\n", name.c_str()); std::exit(2); }
+    r.encN = best_seconds(repeat, [&] { e = encode_all(in, fh, threads); });
+    r.decN = best_seconds(repeat, [&] { decode_all(e, fh, threads, out); });
+    if (out != in) { std::fprintf(stderr, "round trip failed: %s\n", name.c_str()); std::exit(2); }
+    r.ours128 = encode_all(in, fh128, 1).bytes;
+    r.ours_nogap = encode_all(in, fh_nogap, 1).bytes;
+    std::vector<uint8_t> z, back(in.size());
+    r.zenc = best_seconds(repeat, [&] { r.zlib = zlib_huffman(in, z); });
+    r.zdec = best_seconds(repeat, [&] { zlib_inflate(z, r.zlib, back); });
+    if (back != in) { std::fprintf(stderr, "zlib round trip failed: %s\n", name.c_str()); std::exit(2); }
+    return r;
+  };
+  for (const auto& f : files) {
+    std::ifstream s(f, std::ios::binary);
+    if (!s) { std::fprintf(stderr, "cannot read %s\n", f.c_str()); return 1; }
+    std::vector<uint8_t> in((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
+    if (in.empty()) continue;
+    rows.push_back(measure(f.substr(f.find_last_of('/') + 1), in));
+  }
+  auto mbs = [](size_t n, double s) { return static_cast<double>(n) / s / 1e6; };
+  std::printf("%-22s %10s %10s %10s %10s %10s %10s | %8s %8s %8s %8s | %8s %8s\n", "file", "size", "entropy", "zlib-huff",
+              "ours S=256", "S=128", "no-gap", "enc T=1", "dec T=1", "enc T=N", "dec T=N", "zlib enc", "zlib dec");
+  Row tot;
+  tot.name = "TOTAL";
+  for (const auto& r : rows) {
+    std::printf("%-22s %10zu %10.0f %10zu %10zu %10zu %10zu | %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f\n", r.name.c_str(), r.size,
+                r.entropy, r.zlib, r.ours, r.ours128, r.ours_nogap, mbs(r.size, r.enc1), mbs(r.size, r.dec1), mbs(r.size, r.encN),
+                mbs(r.size, r.decN), mbs(r.size, r.zenc), mbs(r.size, r.zdec));
+    tot.size += r.size; tot.entropy += r.entropy; tot.zlib += r.zlib; tot.ours += r.ours; tot.ours128 += r.ours128;
+    tot.ours_nogap += r.ours_nogap; tot.enc1 += r.enc1; tot.dec1 += r.dec1; tot.encN += r.encN; tot.decN += r.decN;
+    tot.zenc += r.zenc; tot.zdec += r.zdec;
+  }
+  const Row& t = tot;
+  std::printf("%-22s %10zu %10.0f %10zu %10zu %10zu %10zu | %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f\n", "TOTAL", t.size, t.entropy,
+              t.zlib, t.ours, t.ours128, t.ours_nogap, mbs(t.size, t.enc1), mbs(t.size, t.dec1), mbs(t.size, t.encN),
+              mbs(t.size, t.decN), mbs(t.size, t.zenc), mbs(t.size, t.zdec));
+  std::printf("(sizes in bytes, speeds in MB/s of original data; T=N is %d threads; best of %d runs)\n\n", threads, repeat);
+  const double gap_cost = 100.0 * (static_cast<double>(t.ours) / t.zlib - 1), nogap_cost = 100.0 * (static_cast<double>(t.ours_nogap) / t.zlib - 1);
+  const double enc_x = t.zenc / t.enc1, dec_x = t.zdec / t.dec1, enc_scale = t.enc1 / t.encN, dec_scale = t.dec1 / t.decN;
+  auto verdict = [](bool ok) { return ok ? "met" : "NOT met"; };
+  std::printf("size vs zlib Huffman-only: S=256 %+.2f%% (goal <= +2%%: %s), no gap array %+.2f%% (goal <= +0.5%%: %s), S=128 %+.2f%%\n",
+              gap_cost, verdict(gap_cost <= 2), nogap_cost, verdict(nogap_cost <= 0.5),
+              100.0 * (static_cast<double>(t.ours128) / t.zlib - 1));
+  std::printf("single-thread speed vs zlib: encode %.1fx (goal >= 7x: %s), decode %.1fx (goal >= 6x: %s)\n", enc_x,
+              verdict(enc_x >= 7), dec_x, verdict(dec_x >= 6));
+  std::printf("%d threads vs 1: encode %.2fx, decode %.2fx (goal >= 1.7x: %s)\n", threads, enc_scale, dec_scale,
+              verdict(enc_scale >= 1.7 && dec_scale >= 1.7));
+  return 0;
+}

@@ -1,0 +1,188 @@
+#include "huffman/codebook.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "huffman/bitstream.h"
+
+namespace hpcnn::huffman {
+
+CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
+  std::vector<int> syms;
+  for (int s = 0; s < 256; ++s)
+    if (counts[s]) syms.push_back(s);
+  const int n = static_cast<int>(syms.size());
+  if (n < 2) throw_error(ErrorKind::bad_input, "a Huffman code needs at least two symbols");
+  if (limit < 8 || limit > kMaxCodeLength) throw_error(ErrorKind::usage, "code length limit must be 8..16");
+  std::stable_sort(syms.begin(), syms.end(), [&](int a, int b) { return counts[a] < counts[b]; });
+
+  // Package-merge over a node arena: leaves are 0..n-1, packages point to two children.
+  struct Node {
+    uint64_t weight;
+    int left, right;  // -1 for leaves
+  };
+  std::vector<Node> nodes;
+  nodes.reserve(static_cast<size_t>(n) * 2 * limit);
+  for (int i = 0; i < n; ++i) nodes.push_back({counts[syms[i]], -1, -1});
+  std::vector<int> leaves(n);
+  std::iota(leaves.begin(), leaves.end(), 0);
+  std::vector<int> list = leaves;  // level `limit` (deepest)
+  for (int level = limit - 1; level >= 1; --level) {
+    std::vector<int> packages;
+    for (size_t i = 0; i + 1 < list.size(); i += 2) {
+      nodes.push_back({nodes[list[i]].weight + nodes[list[i + 1]].weight, list[i], list[i + 1]});
+      packages.push_back(static_cast<int>(nodes.size()) - 1);
+    }
+    std::vector<int> merged;
+    merged.reserve(leaves.size() + packages.size());
+    std::merge(leaves.begin(), leaves.end(), packages.begin(), packages.end(), std::back_inserter(merged),
+               [&](int a, int b) { return nodes[a].weight < nodes[b].weight; });  // leaves first on ties
+    list = std::move(merged);
+  }
+  std::vector<int> depth(n, 0);
+  std::vector<int> stack;
+  for (int i = 0; i < 2 * n - 2; ++i) {
+    stack.push_back(list[i]);
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      if (nodes[v].left < 0) {
+        ++depth[v];
+      } else {
+        stack.push_back(nodes[v].left);
+        stack.push_back(nodes[v].right);
+      }
+    }
+  }
+  CodeLengths out{};
+  for (int i = 0; i < n; ++i) out[syms[i]] = static_cast<uint8_t>(depth[i]);
+  return out;
+}
+
+std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths) {
+  std::array<int, kMaxCodeLength + 2> count{};
+  for (int s = 0; s < 256; ++s) count[lengths[s]]++;
+  count[0] = 0;
+  std::array<uint32_t, kMaxCodeLength + 2> next{};
+  uint32_t code = 0;
+  for (int len = 1; len <= kMaxCodeLength; ++len) {
+    code = (code + count[len - 1]) << 1;
+    next[len] = code;
+  }
+  std::array<uint32_t, 256> codes{};
+  for (int s = 0; s < 256; ++s)
+    if (lengths[s]) codes[s] = next[lengths[s]]++;
+  return codes;
+}
+
+size_t code_table_size(const CodeLengths& lengths) {
+  size_t n = 0;
+  for (uint8_t l : lengths) n += l != 0;
+  return 32 + (n + 1) / 2;
+}
+
+void write_code_table(const CodeLengths& lengths, uint8_t* out) {
+  std::fill(out, out + 32, 0);
+  size_t k = 0;
+  uint8_t* nib = out + 32;
+  for (int s = 0; s < 256; ++s) {
+    if (!lengths[s]) continue;
+    out[s >> 3] |= static_cast<uint8_t>(1u << (s & 7));
+    const uint8_t v = static_cast<uint8_t>(lengths[s] - 1);
+    if (k & 1) nib[k >> 1] |= static_cast<uint8_t>(v << 4);
+    else nib[k >> 1] = v;
+    ++k;
+  }
+}
+
+CodeLengths read_code_table(const uint8_t* in, size_t avail, int limit, size_t* consumed, const std::string& where) {
+  if (avail < 32) throw_error(ErrorKind::bad_input, "truncated code-length table " + where);
+  int n = 0;
+  for (int i = 0; i < 32; ++i) n += __builtin_popcount(in[i]);
+  const size_t size = 32 + (static_cast<size_t>(n) + 1) / 2;
+  if (avail < size) throw_error(ErrorKind::bad_input, "truncated code-length table " + where);
+  if (n < 2) throw_error(ErrorKind::bad_input, "code-length table with " + std::to_string(n) + " symbols " + where);
+  CodeLengths lengths{};
+  size_t k = 0;
+  uint64_t kraft = 0;  // in units of 2^-16
+  for (int s = 0; s < 256; ++s) {
+    if (!(in[s >> 3] >> (s & 7) & 1)) continue;
+    const uint8_t v = (in[32 + (k >> 1)] >> ((k & 1) * 4)) & 0xF;
+    ++k;
+    const int len = v + 1;
+    if (len > limit)
+      throw_error(ErrorKind::bad_input, "code length " + std::to_string(len) + " of symbol " + std::to_string(s) +
+                                            " exceeds the limit " + std::to_string(limit) + " " + where);
+    lengths[s] = static_cast<uint8_t>(len);
+    kraft += uint64_t{1} << (kMaxCodeLength - len);
+  }
+  if (kraft != (uint64_t{1} << kMaxCodeLength))
+    throw_error(ErrorKind::bad_input, "code-length table is not a complete prefix code " + where);
+  *consumed = size;
+  return lengths;
+}
+
+DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool pairs) {
+  DecodeTable t;
+  const auto codes = canonical_codes(lengths);
+  t.max_length = 0;
+  t.min_length = kMaxCodeLength;
+  for (int s = 0; s < 256; ++s)
+    if (lengths[s]) {
+      t.max_length = std::max<int>(t.max_length, lengths[s]);
+      t.min_length = std::min<int>(t.min_length, lengths[s]);
+    }
+  const int K = root_bits;  // fixed, so decoders can shift by a constant
+  t.root_bits = K;
+  t.root.assign(size_t{1} << K, 0);
+  // Second-level width per K-bit prefix: the longest code under it minus K.
+  std::vector<int> sub_width(size_t{1} << K, 0);
+  for (int s = 0; s < 256; ++s) {
+    const int len = lengths[s];
+    if (len > K) {
+      const uint32_t prefix = codes[s] >> (len - K);
+      sub_width[prefix] = std::max(sub_width[prefix], len - K);
+    }
+  }
+  std::vector<uint32_t> sub_start(size_t{1} << K, 0);
+  for (size_t p = 0; p < sub_width.size(); ++p) {
+    if (!sub_width[p]) continue;
+    sub_start[p] = static_cast<uint32_t>(t.sub.size());
+    t.root[p] = 0x80000000u | (sub_start[p] << 5) | static_cast<uint32_t>(sub_width[p]);
+    t.sub.resize(t.sub.size() + (size_t{1} << sub_width[p]), 0);
+  }
+  for (int s = 0; s < 256; ++s) {
+    const int len = lengths[s];
+    if (!len) continue;
+    const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 16 | 1u << 21;
+    if (len <= K) {
+      const uint32_t first = codes[s] << (K - len);
+      for (uint32_t i = 0; i < (1u << (K - len)); ++i) t.root[first + i] = entry;
+    } else {
+      const uint32_t prefix = codes[s] >> (len - K);
+      const int w = sub_width[prefix];
+      const uint32_t low = codes[s] & ((1u << (len - K)) - 1);
+      const uint32_t first = low << (w - (len - K));
+      for (uint32_t i = 0; i < (1u << (w - (len - K))); ++i) t.sub[sub_start[prefix] + first + i] = entry;
+    }
+  }
+  if (pairs) {
+    // A root entry whose first codeword leaves room for a whole second one decodes both.
+    const std::vector<uint32_t> single = t.root;
+    for (uint32_t idx = 0; idx < t.root.size(); ++idx) {
+      const uint32_t e1 = single[idx];
+      if (e1 & 0x80000000u) continue;
+      const uint32_t l1 = entry_bits(e1);
+      const uint32_t rest = (idx << l1) & ((1u << K) - 1);  // the K - l1 bits after it, left-aligned
+      const uint32_t e2 = single[rest];
+      if (e2 & 0x80000000u) continue;
+      const uint32_t l2 = entry_bits(e2);
+      if (l1 + l2 > static_cast<uint32_t>(K)) continue;
+      t.root[idx] = (e1 & 0xFF) | (e2 & 0xFF) << 8 | (l1 + l2) << 16 | 2u << 21 | l1 << 23;
+    }
+  }
+  return t;
+}
+
+}  // namespace hpcnn::huffman

@@ -1,0 +1,57 @@
+// hpcnn huffman: code construction and the code tables shared by encoders and decoders.
+//
+// Codes are canonical Huffman codes (codewords assigned in order of (length, symbol)) whose
+// lengths are optimal under a limit L <= 16 bits, built by package-merge (Larmore & Hirschberg
+// 1990). The compact code-length table stored per chunk is a 32-byte bitmap of the symbols that
+// occur followed by one nibble per occurring symbol holding (length - 1), in symbol order.
+// Decoders use a two-level lookup table (Yamamoto, Nakano et al., ICPP 2020, "compact
+// codebooks"): a root table on the first K bits of the code and small second-level tables for
+// the longer codewords under each K-bit prefix.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hpcnn::huffman {
+
+using Histogram = std::array<uint64_t, 256>;
+using CodeLengths = std::array<uint8_t, 256>;  // 0: symbol absent
+
+// Optimal code lengths under `limit` (8..16) for the symbols with non-zero counts; at least two
+// such symbols. Complete code: sum of 2^-len == 1.
+CodeLengths limited_code_lengths(const Histogram& counts, int limit);
+
+// Canonical codewords (right-aligned in the low `length` bits).
+std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths);
+
+// Serialized size and bytes of the compact code-length table.
+size_t code_table_size(const CodeLengths& lengths);
+void write_code_table(const CodeLengths& lengths, uint8_t* out);
+// Parses a table at `in` (at most `avail` bytes). Throws ErrorKind::bad_input when it is
+// truncated, has fewer than two symbols, a length above `limit`, or is not a complete code;
+// `where` names the chunk and offset in the message.
+CodeLengths read_code_table(const uint8_t* in, size_t avail, int limit, size_t* consumed, const std::string& where);
+
+// Two-level decoding table. Entry: first symbol in bits 0-7, second symbol in bits 8-15, the
+// bits consumed in bits 16-20 and the symbol count (1 or 2) in bits 21-22; a root entry with
+// bit 31 set points to a second-level table instead: index of its first entry in bits 5-30,
+// its index width in bits 0-4 (indexed by the bits that follow the K root bits). With
+// `pairs`, a root entry whose K bits hold two whole codewords decodes both (count 2).
+struct DecodeTable {
+  int root_bits = 0;
+  int max_length = 0;
+  int min_length = 0;
+  std::vector<uint32_t> root;  // 2^root_bits entries
+  std::vector<uint32_t> sub;   // second-level tables
+};
+
+DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits = 12, bool pairs = false);
+
+// Field accessors of a table entry.
+inline uint32_t entry_bits(uint32_t e) { return (e >> 16) & 31; }
+inline uint32_t entry_count(uint32_t e) { return (e >> 21) & 3; }
+
+}  // namespace hpcnn::huffman

@@ -1,0 +1,211 @@
+#include "huffman/cpu/decoder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "huffman/bitstream.h"
+#include "huffman/codebook.h"
+#include "huffman/cpu/hot.h"
+
+namespace hpcnn::huffman {
+namespace {
+
+constexpr int kInterleave = 4;          // lanes decoded together by one thread
+constexpr uint64_t kLaneSlack = 4;       // a lane may write 2 bytes past its last symbol
+constexpr int kRootBits = 12;           // first-level table: 4096 entries, 16 KiB
+constexpr uint64_t kMinLaneBits = 1 << 16;
+
+// One lane: bit range [begin, end) of the stream, decoded into `out`.
+struct Lane {
+  uint64_t begin = 0, end = 0;
+  uint8_t* out = nullptr;
+  uint64_t count = 0;    // symbols written
+  uint64_t stop = 0;     // bit position after the last codeword decoded
+};
+
+// The decoder reads a byte-swapped copy of the words: a big-endian bit stream, so that any bit
+// position is one unaligned 64-bit load, a byte swap and a shift away (57 valid bits).
+inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
+  uint64_t v;
+  std::memcpy(&v, be + (pos >> 3), 8);
+  return __builtin_bswap64(v) << (pos & 7);
+}
+
+// Decodes one symbol from the top bits of v (root table of K bits, second level below it).
+// Decodes one table entry (one or two symbols) from the top bits of v. Two output bytes are
+// always written; the pointer advances by the symbol count.
+#define HPCNN_DECODE_ONE(v, pos, out)                                               \
+  do {                                                                              \
+    uint32_t e_ = root[(v) >> root_shift];                                          \
+    if (__builtin_expect(e_ >> 31, 0)) {                                            \
+      const uint32_t width_ = e_ & 31;                                              \
+      e_ = sub[((e_ & 0x7FFFFFFFu) >> 5) + (((v) << root_bits) >> (64 - width_))];  \
+    }                                                                               \
+    const uint16_t syms_ = static_cast<uint16_t>(e_);                               \
+    std::memcpy((out), &syms_, 2);                                                  \
+    (out) += (e_ >> 21) & 3;                                                        \
+    const uint32_t len_ = (e_ >> 16) & 31;                                          \
+    (v) <<= len_;                                                                   \
+    (pos) += len_;                                                                  \
+  } while (0)
+
+// kPerLoad symbols from one 57-bit window: kPerLoad * L <= 57 keeps every lookup inside it.
+template <int kPerLoad>
+__attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& t, const uint8_t* __restrict be, Lane* lanes, int n) {
+  const uint32_t* __restrict root = t.root.data();
+  const uint32_t* __restrict sub = t.sub.data();
+  constexpr int root_bits = kRootBits;
+  constexpr int root_shift = 64 - kRootBits;
+  constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;  // bits a burst may consume
+  uint64_t p[kInterleave] = {};
+  uint8_t* o[kInterleave] = {};
+  for (int i = 0; i < n; ++i) {
+    p[i] = lanes[i].begin;
+    o[i] = lanes[i].out;
+  }
+  if (n == kInterleave) {
+    uint64_t p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+    uint8_t *o0 = o[0], *o1 = o[1], *o2 = o[2], *o3 = o[3];
+    const uint64_t e0 = lanes[0].end, e1 = lanes[1].end, e2 = lanes[2].end, e3 = lanes[3].end;
+    for (;;) {
+      const uint64_t room = std::min(std::min(e0 > p0 ? e0 - p0 : 0, e1 > p1 ? e1 - p1 : 0),
+                                     std::min(e2 > p2 ? e2 - p2 : 0, e3 > p3 ? e3 - p3 : 0));
+      uint64_t rounds = room / kBurst;
+      if (rounds == 0) break;
+      for (; rounds; --rounds) {
+        uint64_t v0 = peek57(be, p0), v1 = peek57(be, p1), v2 = peek57(be, p2), v3 = peek57(be, p3);
+#pragma GCC unroll 4
+        for (int k = 0; k < kPerLoad; ++k) {
+          HPCNN_DECODE_ONE(v0, p0, o0);
+          HPCNN_DECODE_ONE(v1, p1, o1);
+          HPCNN_DECODE_ONE(v2, p2, o2);
+          HPCNN_DECODE_ONE(v3, p3, o3);
+        }
+      }
+    }
+    p[0] = p0; p[1] = p1; p[2] = p2; p[3] = p3;
+    o[0] = o0; o[1] = o1; o[2] = o2; o[3] = o3;
+  }
+  for (int i = 0; i < n; ++i) {
+    uint64_t pos = p[i];
+    uint8_t* out = o[i];
+    const uint64_t end = lanes[i].end;
+    while (pos < end) {
+      // One codeword at a time: the second codeword of a pair entry may belong to the next lane.
+      const uint64_t v = peek57(be, pos);
+      uint32_t e = root[v >> root_shift];
+      if (e >> 31) e = sub[((e & 0x7FFFFFFFu) >> 5) + ((v << root_bits) >> (64 - (e & 31)))];
+      const uint32_t first_len = entry_count(e) == 2 ? (e >> 23) & 31 : entry_bits(e);
+      *out++ = static_cast<uint8_t>(e);
+      pos += first_len;
+    }
+    lanes[i].stop = pos;
+    lanes[i].count = static_cast<uint64_t>(out - lanes[i].out);
+  }
+}
+#undef HPCNN_DECODE_ONE
+
+HPCNN_HOT_TARGET void decode_lanes_4(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
+  decode_lanes_impl<4>(t, be, lanes, n);
+}
+HPCNN_HOT_TARGET void decode_lanes_3(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
+  decode_lanes_impl<3>(t, be, lanes, n);
+}
+void decode_lanes(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
+  if (t.max_length <= 14) decode_lanes_4(t, be, lanes, n);
+  else decode_lanes_3(t, be, lanes, n);
+}
+
+}  // namespace
+
+void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out,
+                  DecoderScratch& scratch, uint64_t index, uint64_t offset) {
+  const std::string where = chunk_where(index, offset);
+  const uint8_t* payload = chunk + kChunkHeaderSize;
+  switch (h.mode) {
+    case ChunkMode::raw: std::memcpy(out, payload, h.original_length); break;
+    case ChunkMode::single_symbol: std::memset(out, payload[0], h.original_length); break;
+    case ChunkMode::huffman: {
+      size_t table_size = 0;
+      const CodeLengths lengths = read_code_table(payload, h.payload_length, fh.code_limit, &table_size,
+                                                  "in chunk " + std::to_string(index) + " at byte offset " + std::to_string(offset + kChunkHeaderSize));
+      const PayloadLayout lay = huffman_layout(table_size, h.bit_length, fh);
+      if (lay.payload_length != h.payload_length)
+        throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) + " does not match its bit length and tables (" +
+                                              std::to_string(lay.payload_length) + ") " + where);
+      const DecodeTable table = build_decode_table(lengths, kRootBits, /*pairs=*/true);
+      // Copy the words behind zero padding so a reader may run past the end safely.
+      scratch.words.resize(lay.words_count + 4);
+      for (size_t i = 0; i < lay.words_count; ++i) {
+        uint32_t w;
+        std::memcpy(&w, chunk + lay.words_offset + 4 * i, 4);
+        scratch.words[i] = __builtin_bswap32(w);
+      }
+      for (size_t i = lay.words_count; i < scratch.words.size(); ++i) scratch.words[i] = 0;
+      const uint8_t* words = reinterpret_cast<const uint8_t*>(scratch.words.data());
+      const uint32_t S = fh.segment_bits();
+      const uint64_t nseg = segment_count(h.bit_length, S);
+      const uint8_t* gaps = chunk + lay.gap_offset;
+
+      // Lanes: contiguous segment ranges starting at gap-array boundaries.
+      int nlanes = 1;
+      if (fh.gap_array()) {
+        const uint64_t want = static_cast<uint64_t>(std::max(threads, 1)) * kInterleave;
+        nlanes = static_cast<int>(std::clamp<uint64_t>(h.bit_length / kMinLaneBits, 1, std::min<uint64_t>(want, nseg)));
+        if (nlanes < kInterleave && nseg >= kInterleave) nlanes = kInterleave;  // interleave even when small
+      }
+      std::vector<Lane> lanes(nlanes);
+      uint64_t cap_total = 0;
+      for (int i = 0; i < nlanes; ++i) {
+        const uint64_t seg0 = nseg * i / nlanes, seg1 = nseg * (i + 1) / nlanes;
+        auto boundary = [&](uint64_t k) -> uint64_t {
+          if (k >= nseg) return h.bit_length;
+          const uint64_t b = k * S + read_gap(gaps, k);
+          if (b > h.bit_length)
+            throw_error(ErrorKind::bad_input, "gap entry of segment " + std::to_string(k) + " points past the bitstream " + where);
+          return b;
+        };
+        lanes[i].begin = nlanes == 1 ? 0 : boundary(seg0);
+        lanes[i].end = nlanes == 1 ? h.bit_length : boundary(seg1);
+        if (lanes[i].end < lanes[i].begin)
+          throw_error(ErrorKind::bad_input, "gap entries of segments " + std::to_string(seg0) + " and " + std::to_string(seg1) + " are inconsistent " + where);
+        cap_total += (lanes[i].end - lanes[i].begin) / table.min_length + kLaneSlack;
+      }
+      scratch.lanes.resize(cap_total + 16);
+      uint64_t o = 0;
+      for (auto& l : lanes) {
+        l.out = scratch.lanes.data() + o;
+        o += (l.end - l.begin) / table.min_length + kLaneSlack;
+      }
+      const int groups = (nlanes + kInterleave - 1) / kInterleave;
+      const int T = std::min(std::max(threads, 1), groups);
+#pragma omp parallel for num_threads(T) schedule(static)
+      for (int g = 0; g < groups; ++g) {
+        const int first = g * kInterleave;
+        decode_lanes(table, words, lanes.data() + first, std::min(kInterleave, nlanes - first));
+      }
+      uint64_t total = 0;
+      for (int i = 0; i < nlanes; ++i) {
+        if (lanes[i].stop != lanes[i].end)
+          throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " ends at bit " +
+                                                std::to_string(lanes[i].stop) + " instead of " + std::to_string(lanes[i].end) + " " + where);
+        total += lanes[i].count;
+      }
+      if (total != h.original_length)
+        throw_error(ErrorKind::bad_input, "decoded " + std::to_string(total) + " symbols, the chunk header says " +
+                                              std::to_string(h.original_length) + " " + where);
+      std::vector<uint64_t> dst(nlanes + 1, 0);
+      for (int i = 0; i < nlanes; ++i) dst[i + 1] = dst[i] + lanes[i].count;
+#pragma omp parallel for num_threads(T) schedule(static)
+      for (int i = 0; i < nlanes; ++i) std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
+      break;
+    }
+    default: throw_error(ErrorKind::bad_input, "cannot decode chunk mode " + std::to_string(static_cast<int>(h.mode)) + " " + where);
+  }
+  if (checksum64(out, h.original_length) != h.checksum)
+    throw_error(ErrorKind::bad_input, "checksum mismatch: the decoded chunk differs from the original " + where);
+}
+
+}  // namespace hpcnn::huffman

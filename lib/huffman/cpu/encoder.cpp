@@ -1,0 +1,223 @@
+#include "huffman/cpu/encoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "huffman/bitstream.h"
+#include "huffman/codebook.h"
+#include "huffman/cpu/hot.h"
+
+namespace hpcnn::huffman {
+namespace {
+
+constexpr size_t kMinPartBytes = 64 << 10;  // below this a part is not worth a thread
+
+struct PartResult {
+  uint32_t head = 0;         // first word when the part starts inside a word
+  bool has_head = false;
+};
+
+// Packs in[0..n) from global bit `pos`; `enc[s]` = code | length << 24. Two codewords per step
+// (at most 32 bits, so one flush check per step); the first word of the part goes to `head`
+// when the part starts inside a word (the previous part writes that word; the caller ORs).
+template <bool kGaps>
+__attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __restrict in, size_t n, const uint32_t* __restrict enc,
+                                                           uint64_t pos, uint32_t* __restrict words, uint8_t* __restrict gap_bytes,
+                                                           uint32_t segment_log2, uint64_t total_bits) {
+  PartResult r;
+  const uint64_t seg = uint64_t{1} << segment_log2;
+  uint64_t next_k = (pos + seg - 1) >> segment_log2;  // first segment whose boundary lies here
+  uint64_t next_boundary = next_k << segment_log2;
+  uint32_t* w = words + (pos >> 5);
+  uint64_t acc = 0;
+  uint32_t nacc = static_cast<uint32_t>(pos & 31);
+  uint64_t p = pos;
+  size_t i = 0;
+  auto gap = [&](uint64_t start) {
+    gap_bytes[next_k] = static_cast<uint8_t>(start - next_boundary);
+    ++next_k;
+    next_boundary += seg;
+  };
+  // Until the first flush: that word may be shared with the previous part.
+  if (nacc != 0) {
+    while (i < n && nacc < 32) {
+      const uint32_t e = enc[in[i++]];
+      const uint32_t len = e >> 24;
+      if constexpr (kGaps) {
+        if (p >= next_boundary) gap(p);
+        p += len;
+      }
+      acc = (acc << len) | (e & 0xFFFFFF);
+      nacc += len;
+    }
+    if (nacc >= 32) {
+      nacc -= 32;
+      r.head = static_cast<uint32_t>(acc >> nacc);
+      r.has_head = true;
+      ++w;
+    } else {  // the whole part fits inside the shared word
+      r.head = static_cast<uint32_t>(acc << (32 - nacc));
+      r.has_head = true;
+      if constexpr (kGaps) {
+        if (p == total_bits && next_k < segment_count(total_bits, static_cast<uint32_t>(seg)) && p >= next_boundary) gap(p);
+      }
+      return r;
+    }
+  }
+  for (; i + 2 <= n; i += 2) {
+    const uint32_t e1 = enc[in[i]], e2 = enc[in[i + 1]];
+    const uint32_t l1 = e1 >> 24, l2 = e2 >> 24;
+    if constexpr (kGaps) {
+      if (__builtin_expect(p + l1 >= next_boundary, 0)) gap(p >= next_boundary ? p : p + l1);
+      p += l1 + l2;
+    }
+    acc = (acc << (l1 + l2)) | (uint64_t{e1 & 0xFFFFFF} << l2) | (e2 & 0xFFFFFF);
+    nacc += l1 + l2;
+    // Branch-free flush: the store always happens and only a full word advances the pointer
+    // (a partial word stored here is overwritten later; *w is inside this part's words).
+    const uint32_t full = nacc >> 5;
+    nacc -= full << 5;
+    *w = static_cast<uint32_t>(acc >> nacc);
+    w += full;
+  }
+  for (; i < n; ++i) {
+    const uint32_t e = enc[in[i]];
+    const uint32_t len = e >> 24;
+    if constexpr (kGaps) {
+      if (p >= next_boundary) gap(p);
+      p += len;
+    }
+    acc = (acc << len) | (e & 0xFFFFFF);
+    nacc += len;
+    if (nacc >= 32) {
+      nacc -= 32;
+      *w++ = static_cast<uint32_t>(acc >> nacc);
+    }
+  }
+  if (nacc > 0) *w = static_cast<uint32_t>(acc << (32 - nacc));
+  if constexpr (kGaps) {
+    // The end of the stream is a boundary too (for a last segment without a codeword start).
+    if (p == total_bits && next_k < segment_count(total_bits, static_cast<uint32_t>(seg)) && p >= next_boundary) gap(p);
+  }
+  return r;
+}
+
+HPCNN_HOT_TARGET PartResult pack_part_gaps(const uint8_t* in, size_t n, const uint32_t* enc, uint64_t pos, uint32_t* words,
+                                           uint8_t* gap_bytes, uint32_t segment_log2, uint64_t total_bits) {
+  return pack_part<true>(in, n, enc, pos, words, gap_bytes, segment_log2, total_bits);
+}
+HPCNN_HOT_TARGET PartResult pack_part_plain(const uint8_t* in, size_t n, const uint32_t* enc, uint64_t pos, uint32_t* words,
+                                            uint32_t segment_log2, uint64_t total_bits) {
+  return pack_part<false>(in, n, enc, pos, words, nullptr, segment_log2, total_bits);
+}
+
+}  // namespace
+
+void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
+  uint32_t h[4][256] = {};
+  size_t i = 0;
+  // Sub-histograms in 32 bits: flush well before overflow.
+  while (i < n) {
+    const size_t stop = std::min(n, i + (size_t{1} << 30));
+    for (; i + 4 <= stop; i += 4) {
+      uint32_t v;
+      std::memcpy(&v, in + i, 4);
+      ++h[0][v & 0xFF];
+      ++h[1][(v >> 8) & 0xFF];
+      ++h[2][(v >> 16) & 0xFF];
+      ++h[3][v >> 24];
+    }
+    for (; i < stop; ++i) ++h[0][in[i]];
+    for (int s = 0; s < 256; ++s) {
+      counts[s] += uint64_t{h[0][s]} + h[1][s] + h[2][s] + h[3][s];
+      h[0][s] = h[1][s] = h[2][s] = h[3][s] = 0;
+    }
+  }
+}
+
+void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
+  if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
+  const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(std::max(threads, 1))));
+  std::vector<size_t> bound(T + 1);
+  for (int t = 0; t <= T; ++t) bound[t] = n * t / T;
+  std::vector<Histogram> part_hist(T, Histogram{});
+  uint64_t checksum = 0;
+#pragma omp parallel num_threads(T)
+  {
+    const int t = omp_get_thread_num();
+    byte_histogram(in + bound[t], bound[t + 1] - bound[t], part_hist[t].data());
+#pragma omp master
+    checksum = checksum64(in, n);
+  }
+  Histogram hist{};
+  for (const auto& h : part_hist)
+    for (int s = 0; s < 256; ++s) hist[s] += h[s];
+  int nsym = 0, last = 0;
+  for (int s = 0; s < 256; ++s)
+    if (hist[s]) ++nsym, last = s;
+
+  ChunkHeader ch;
+  ch.original_length = static_cast<uint32_t>(n);
+  ch.checksum = checksum;
+  auto store_raw = [&] {
+    ch.mode = ChunkMode::raw;
+    ch.payload_length = static_cast<uint32_t>(n);
+    ch.bit_length = 0;
+    out.resize(kChunkHeaderSize + n);
+    std::memcpy(out.data() + kChunkHeaderSize, in, n);
+    write_chunk_header(ch, out.data());
+  };
+  if (nsym == 1) {
+    ch.mode = ChunkMode::single_symbol;
+    ch.payload_length = 1;
+    out.assign(kChunkHeaderSize + 1, 0);
+    out[kChunkHeaderSize] = static_cast<uint8_t>(last);
+    write_chunk_header(ch, out.data());
+    return;
+  }
+  const CodeLengths lengths = limited_code_lengths(hist, fh.code_limit);
+  const auto codes = canonical_codes(lengths);
+  std::array<uint32_t, 256> enc{};
+  for (int s = 0; s < 256; ++s) enc[s] = codes[s] | static_cast<uint32_t>(lengths[s]) << 24;
+  std::vector<uint64_t> start(T + 1, 0);
+  for (int t = 0; t < T; ++t) {
+    uint64_t bits = 0;
+    for (int s = 0; s < 256; ++s) bits += part_hist[t][s] * lengths[s];
+    start[t + 1] = start[t] + bits;
+  }
+  const uint64_t total_bits = start[T];
+  const PayloadLayout lay = huffman_layout(code_table_size(lengths), total_bits, fh);
+  if (lay.payload_length >= n) {
+    store_raw();
+    return;
+  }
+  ch.mode = ChunkMode::huffman;
+  ch.payload_length = static_cast<uint32_t>(lay.payload_length);
+  ch.bit_length = total_bits;
+  out.assign(kChunkHeaderSize + lay.payload_length, 0);
+  write_chunk_header(ch, out.data());
+  write_code_table(lengths, out.data() + lay.table_offset);
+  auto* words = reinterpret_cast<uint32_t*>(out.data() + lay.words_offset);
+  const uint64_t nseg = segment_count(total_bits, fh.segment_bits());
+  std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg : 0, 0);
+  std::vector<PartResult> parts(T);
+#pragma omp parallel num_threads(T)
+  {
+    const int t = omp_get_thread_num();
+    const size_t len = bound[t + 1] - bound[t];
+    if (len) {
+      parts[t] = fh.gap_array()
+                     ? pack_part_gaps(in + bound[t], len, enc.data(), start[t], words, gap_bytes.data(), fh.segment_log2, total_bits)
+                     : pack_part_plain(in + bound[t], len, enc.data(), start[t], words, fh.segment_log2, total_bits);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    if (parts[t].has_head) words[start[t] >> 5] |= parts[t].head;
+  if (fh.gap_array()) {
+    uint8_t* g = out.data() + lay.gap_offset;
+    for (uint64_t k = 0; k < nseg; ++k) g[k >> 1] |= static_cast<uint8_t>(gap_bytes[k] << ((k & 1) * 4));
+  }
+}
+
+}  // namespace hpcnn::huffman

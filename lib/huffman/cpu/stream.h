@@ -1,0 +1,32 @@
+// hpcnn huffman: whole streams through the CPU codec, chunk by chunk.
+//
+// encode_stream() reads its input in chunks of header.chunk_size bytes (any length, also over
+// 4 GiB, also from a pipe) and hands the encoded bytes to `sink` as they are ready; memory
+// stays at a few chunks. decode_stream() reads chunks in order, decodes each (in parallel over
+// its segments), checks every chunk's checksum, and at the end checks the chunk table and
+// trailer against what it read. Errors: ErrorKind::bad_input naming the chunk and byte offset
+// (truncated stream, corrupt header or tables, checksum mismatch), ErrorKind::io for read errors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "huffman/format.h"
+
+namespace hpcnn::huffman {
+
+using Sink = std::function<void(const uint8_t* data, size_t size)>;
+
+struct StreamStats {
+  uint64_t original_bytes = 0;
+  uint64_t encoded_bytes = 0;
+  uint64_t chunks = 0;
+};
+
+StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header, int threads);
+StreamStats decode_stream(int in_fd, const Sink& sink, int threads);
+
+// Reads up to n bytes (fewer only at end of input). ErrorKind::io on failure.
+size_t read_full(int fd, uint8_t* buf, size_t n);
+
+}  // namespace hpcnn::huffman

@@ -1,0 +1,165 @@
+#include "huffman/file_job.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <xxhash.h>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "huffman/bitstream.h"
+#include "huffman/cpu/stream.h"
+
+namespace hpcnn::huffman {
+namespace fs = std::filesystem;
+namespace {
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ > 2) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+void write_fd(int fd, const uint8_t* p, size_t n, const std::string& what) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw_error(ErrorKind::io, "cannot write " + what + ": " + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+std::string output_name(const FileJobOptions& o, const std::string& input) {
+  if (!o.output.empty()) return o.output;
+  if (o.encode) return input + kExtension;
+  const std::string ext = kExtension;
+  if (input.size() <= ext.size() || input.compare(input.size() - ext.size(), ext.size(), ext) != 0)
+    throw_error(ErrorKind::usage, "'" + input + "' does not end in " + ext + "; name the output with -o or use -c");
+  return input.substr(0, input.size() - ext.size());
+}
+
+// XXH3 of everything passed through a sink, to verify a write before --rm.
+struct Digest {
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state{XXH3_createState(), XXH3_freeState};
+  Digest() { XXH3_64bits_reset(state.get()); }
+  void add(const uint8_t* p, size_t n) { XXH3_64bits_update(state.get(), p, n); }
+  uint64_t value() const { return XXH3_64bits_digest(state.get()); }
+};
+
+void process_one(const FileJobOptions& o, const std::string& input, int threads, nlohmann::ordered_json& stats) {
+  const bool from_stdin = input == "-";
+  const bool data_to_stdout = !o.test_only && (o.to_stdout || (from_stdin && o.output.empty()));
+  if (data_to_stdout && o.encode && ::isatty(STDOUT_FILENO))
+    throw_error(ErrorKind::usage, "refusing to write compressed data to a terminal (use -o FILE or redirect stdout)");
+  if (!o.encode && from_stdin && ::isatty(STDIN_FILENO))
+    throw_error(ErrorKind::usage, "refusing to read compressed data from a terminal");
+  Fd in(from_stdin ? STDIN_FILENO : ::open(input.c_str(), O_RDONLY));
+  if (in.get() < 0) throw_error(ErrorKind::io, "cannot open '" + input + "': " + std::strerror(errno));
+  struct stat st {};
+  if (!from_stdin && ::fstat(in.get(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw_error(ErrorKind::io, "'" + input + "' is a directory");
+
+  std::unique_ptr<AtomicFile> out;
+  std::string out_name = "stdout";
+  if (!data_to_stdout && !o.test_only) {
+    out_name = output_name(o, input);
+    std::error_code ec;
+    if (!from_stdin && fs::equivalent(input, out_name, ec)) throw_error(ErrorKind::usage, "output '" + out_name + "' is the input");
+    out = std::make_unique<AtomicFile>(out_name, o.force);
+  }
+  Digest written;
+  Sink sink = [&](const uint8_t* p, size_t n) {
+    if (o.remove_inputs) written.add(p, n);
+    if (o.test_only) return;
+    if (out) out->write(p, n);
+    else write_fd(STDOUT_FILENO, p, n, "to stdout");
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  StreamStats s = o.encode ? encode_stream(in.get(), sink, o.header, threads) : decode_stream(in.get(), sink, threads);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (out) out->commit();
+
+  if (o.remove_inputs && !from_stdin && out) {
+    // Verify the write: encode -> decode the output again; decode -> re-read and hash it.
+    Fd check(::open(out_name.c_str(), O_RDONLY));
+    if (check.get() < 0) throw_error(ErrorKind::io, "cannot reopen '" + out_name + "' to verify it");
+    if (o.encode) {
+      decode_stream(check.get(), [](const uint8_t*, size_t) {}, threads);
+    } else {
+      Digest reread;
+      std::vector<uint8_t> buf(1 << 20);
+      for (size_t n; (n = read_full(check.get(), buf.data(), buf.size())) > 0;) reread.add(buf.data(), n);
+      if (reread.value() != written.value()) throw_error(ErrorKind::io, "'" + out_name + "' does not read back as written; keeping '" + input + "'");
+    }
+    if (::unlink(input.c_str()) != 0) throw_error(ErrorKind::io, "cannot remove '" + input + "': " + std::strerror(errno));
+  }
+  const uint64_t orig = s.original_bytes, enc = s.encoded_bytes;
+  stats = {{"file", input}, {"output", o.test_only ? "" : out_name}, {"original_bytes", orig}, {"encoded_bytes", enc},
+           {"ratio", orig ? static_cast<double>(enc) / static_cast<double>(orig) : 0.0}, {"chunks", s.chunks},
+           {"seconds", secs}, {"MB_per_s", secs > 0 ? static_cast<double>(orig) / secs / 1e6 : 0.0},
+           {"threads", threads}, {"device", "cpu"}};
+  spdlog::debug("{}: {} -> {} bytes ({:.2f}%), {:.1f} MB/s", input, o.encode ? orig : enc, o.encode ? enc : orig,
+                orig ? 100.0 * static_cast<double>(enc) / static_cast<double>(orig) : 0.0, static_cast<double>(orig) / std::max(secs, 1e-9) / 1e6);
+}
+
+}  // namespace
+
+int resolve_threads(int requested) {
+  if (requested < 0) throw_error(ErrorKind::usage, "-T must be >= 0");
+  if (requested > 0) return requested;
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+}
+
+int run_file_jobs(const FileJobOptions& o) {
+  if (o.device == "cuda")
+    throw_error(ErrorKind::device, "--device cuda: this build has no CUDA codec yet (it comes with the GPU issue); use --device cpu or auto");
+  if (o.device != "auto" && o.device != "cpu") throw_error(ErrorKind::usage, "--device must be auto, cpu or cuda");
+  if (o.device == "auto") spdlog::debug("--device auto: no CUDA codec in this build, using the CPU");
+  std::vector<std::string> inputs = o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs;
+  if (!o.output.empty() && inputs.size() > 1) throw_error(ErrorKind::usage, "-o names one output, but " + std::to_string(inputs.size()) + " inputs were given");
+  if (!o.output.empty() && o.to_stdout) throw_error(ErrorKind::usage, "-o and -c exclude each other");
+  if (o.encode && o.to_stdout && inputs.size() > 1) throw_error(ErrorKind::usage, "-c writes one stream: give one input when encoding");
+  if (o.encode) {
+    if (o.header.chunk_size == 0 || o.header.chunk_size > kMaxChunkSize) throw_error(ErrorKind::usage, "--chunk-size must be 1 B .. 1 GiB");
+    if (o.header.segment_log2 != 7 && o.header.segment_log2 != 8) throw_error(ErrorKind::usage, "--segment-bits must be 128 or 256");
+    if (o.header.code_limit < 8 || o.header.code_limit > kMaxCodeLength) throw_error(ErrorKind::usage, "--max-code-length must be 8..16");
+  }
+  const int threads = resolve_threads(o.threads);
+  const bool data_to_stdout = o.to_stdout || (inputs.size() == 1 && inputs[0] == "-" && o.output.empty());
+  int code = 0;
+  for (const auto& input : inputs) {
+    try {
+      nlohmann::ordered_json stats;
+      process_one(o, input, threads, stats);
+      if (o.json) (data_to_stdout && !o.test_only ? std::cerr : std::cout) << stats.dump() << std::endl;
+    } catch (const Error& e) {
+      std::cerr << (o.encode ? "huffgpu-encode" : "huffgpu-decode") << ": error: " << input << ": " << e.what() << "\n";
+      if (code == 0) code = e.exit_code();
+    }
+  }
+  return code;
+}
+
+}  // namespace hpcnn::huffman

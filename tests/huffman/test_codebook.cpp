@@ -1,0 +1,157 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <queue>
+#include <random>
+
+#include "core/error.h"
+#include "huffman/codebook.h"
+
+using namespace hpcnn::huffman;
+
+namespace {
+
+// Independent reference: unlimited Huffman code lengths from a priority queue.
+std::array<int, 256> huffman_lengths(const Histogram& h) {
+  struct Node { uint64_t w; std::vector<int> syms; };
+  auto cmp = [](const Node& a, const Node& b) { return a.w > b.w; };
+  std::priority_queue<Node, std::vector<Node>, decltype(cmp)> q(cmp);
+  for (int s = 0; s < 256; ++s)
+    if (h[s]) q.push({h[s], {s}});
+  std::array<int, 256> len{};
+  while (q.size() > 1) {
+    Node a = q.top(); q.pop();
+    Node b = q.top(); q.pop();
+    for (int s : a.syms) ++len[s];
+    for (int s : b.syms) ++len[s];
+    a.syms.insert(a.syms.end(), b.syms.begin(), b.syms.end());
+    q.push({a.w + b.w, a.syms});
+  }
+  return len;
+}
+
+uint64_t cost(const Histogram& h, const CodeLengths& l) {
+  uint64_t c = 0;
+  for (int s = 0; s < 256; ++s) c += h[s] * l[s];
+  return c;
+}
+
+uint64_t kraft16(const CodeLengths& l) {
+  uint64_t k = 0;
+  for (int s = 0; s < 256; ++s)
+    if (l[s]) k += uint64_t{1} << (16 - l[s]);
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("package-merge equals Huffman when the limit does not bind", "[huffman]") {
+  std::mt19937_64 rng(1);
+  for (int trial = 0; trial < 50; ++trial) {
+    Histogram h{};
+    const int n = 2 + static_cast<int>(rng() % 255);
+    for (int i = 0; i < n; ++i) h[rng() % 256] += 1 + rng() % 1000;
+    const auto ref = huffman_lengths(h);
+    if (*std::max_element(ref.begin(), ref.end()) > 16) continue;
+    const CodeLengths l = limited_code_lengths(h, 16);
+    uint64_t ref_cost = 0;
+    for (int s = 0; s < 256; ++s) ref_cost += h[s] * ref[s];
+    CHECK(cost(h, l) == ref_cost);
+    CHECK(kraft16(l) == 65536);
+  }
+}
+
+TEST_CASE("Fibonacci counts force the length limit and stay optimal among limited codes", "[huffman]") {
+  Histogram h{};
+  uint64_t a = 1, b = 1;
+  for (int s = 0; s < 40; ++s) {
+    h[s] = a;
+    const uint64_t c = a + b;
+    a = b;
+    b = c;
+  }
+  const auto unlimited = huffman_lengths(h);
+  REQUIRE(*std::max_element(unlimited.begin(), unlimited.end()) > 16);
+  for (int limit : {10, 12, 16}) {
+    const CodeLengths l = limited_code_lengths(h, limit);
+    CHECK(*std::max_element(l.begin(), l.end()) <= limit);
+    CHECK(kraft16(l) == 65536);
+    // Optimal: no single move of one unit of length between two symbols lowers the cost.
+    for (int x = 0; x < 40; ++x)
+      for (int y = 0; y < 40; ++y) {
+        if (x == y || l[x] >= limit || l[y] <= 1) continue;
+        CodeLengths m = l;
+        ++m[x];
+        --m[y];
+        if (kraft16(m) <= 65536) CHECK(cost(h, m) >= cost(h, l));
+      }
+  }
+}
+
+TEST_CASE("canonical codes are prefix-free and ordered by length then symbol", "[huffman]") {
+  Histogram h{};
+  for (int s = 0; s < 256; ++s) h[s] = 1 + (s * 7919) % 503;
+  const CodeLengths l = limited_code_lengths(h, 12);
+  const auto c = canonical_codes(l);
+  for (int x = 0; x < 256; ++x)
+    for (int y = 0; y < 256; ++y) {
+      if (x == y) continue;
+      if (l[x] <= l[y]) CHECK((c[y] >> (l[y] - l[x])) != c[x]);  // x is not a prefix of y
+      if (l[x] == l[y] && x < y) CHECK(c[x] < c[y]);
+    }
+}
+
+TEST_CASE("code-length table round trip and corruption", "[huffman]") {
+  Histogram h{};
+  h['a'] = 10; h['b'] = 3; h['z'] = 1; h[200] = 7;
+  const CodeLengths l = limited_code_lengths(h, 12);
+  std::vector<uint8_t> buf(code_table_size(l));
+  write_code_table(l, buf.data());
+  size_t used = 0;
+  CHECK(read_code_table(buf.data(), buf.size(), 12, &used, "here") == l);
+  CHECK(used == buf.size());
+  CHECK_THROWS_AS(read_code_table(buf.data(), buf.size() - 1, 12, &used, "here"), hpcnn::Error);
+  auto bad = buf;
+  bad[32] ^= 0x01;  // a length changes: the code is no longer complete
+  CHECK_THROWS_WITH(read_code_table(bad.data(), bad.size(), 12, &used, "in chunk 7"), Catch::Contains("in chunk 7"));
+  auto one = buf;
+  std::fill(one.begin(), one.begin() + 32, 0);
+  one[0] = 1;
+  CHECK_THROWS_AS(read_code_table(one.data(), one.size(), 12, &used, "here"), hpcnn::Error);
+}
+
+TEST_CASE("decode tables (single and pairs) agree with bit-by-bit canonical decoding", "[huffman]") {
+  std::mt19937_64 rng(3);
+  for (int limit : {9, 12, 16}) {
+    Histogram h{};
+    for (int s = 0; s < 256; ++s) h[s] = (s % 3 == 0) ? 0 : 1 + (rng() % 2000) * (rng() % 4 == 0 ? 1000 : 1);
+    const CodeLengths l = limited_code_lengths(h, limit);
+    const auto c = canonical_codes(l);
+    for (bool pairs : {false, true}) {
+      const DecodeTable t = build_decode_table(l, 12, pairs);
+      for (int trial = 0; trial < 2000; ++trial) {
+        const uint64_t v = rng();
+        // Reference: the symbol whose codeword is a prefix of v.
+        int sym = -1, len = 0;
+        for (int s = 0; s < 256 && sym < 0; ++s)
+          if (l[s] && (v >> (64 - l[s])) == c[s]) sym = s, len = l[s];
+        REQUIRE(sym >= 0);
+        uint32_t e = t.root[v >> 52];
+        if (e >> 31) e = t.sub[((e & 0x7FFFFFFF) >> 5) + ((v << 12) >> (64 - (e & 31)))];
+        CHECK((e & 0xFF) == static_cast<uint32_t>(sym));
+        if (entry_count(e) == 2) {
+          CHECK(((e >> 23) & 31) == static_cast<uint32_t>(len));
+          const uint64_t v2 = v << len;
+          int sym2 = -1, len2 = 0;
+          for (int s = 0; s < 256 && sym2 < 0; ++s)
+            if (l[s] && (v2 >> (64 - l[s])) == c[s]) sym2 = s, len2 = l[s];
+          CHECK(((e >> 8) & 0xFF) == static_cast<uint32_t>(sym2));
+          CHECK(entry_bits(e) == static_cast<uint32_t>(len + len2));
+          CHECK(len + len2 <= 12);
+        } else {
+          CHECK(entry_bits(e) == static_cast<uint32_t>(len));
+        }
+      }
+    }
+  }
+}
