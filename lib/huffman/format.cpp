@@ -30,6 +30,7 @@ std::string chunk_where(uint64_t index, uint64_t offset) {
 }
 
 uint64_t checksum64(const void* data, size_t size) { return XXH3_64bits(data, size); }
+uint32_t checksum32(const void* data, size_t size) { return XXH32(data, size, 0); }
 
 void write_file_header(const FileHeader& h, uint8_t out[kFileHeaderSize]) {
   std::memcpy(out, kMagic, 4);
@@ -70,6 +71,7 @@ void write_chunk_header(const ChunkHeader& h, uint8_t out[kChunkHeaderSize]) {
   put<uint32_t>(out + 8, h.payload_length);
   put<uint64_t>(out + 16, h.bit_length);
   put<uint64_t>(out + 24, h.checksum);
+  put<uint32_t>(out + 32, h.meta_checksum);
   put<uint32_t>(out + 12, XXH32(out, kChunkHeaderSize, 0));  // over the header with this field 0
 }
 
@@ -86,6 +88,8 @@ ChunkHeader read_chunk_header(const uint8_t in[kChunkHeaderSize], const FileHead
   h.payload_length = get<uint32_t>(in + 8);
   h.bit_length = get<uint64_t>(in + 16);
   h.checksum = get<uint64_t>(in + 24);
+  h.meta_checksum = get<uint32_t>(in + 32);
+  if (get<uint32_t>(in + 36) != 0) throw_error(ErrorKind::bad_input, "reserved chunk header bytes are not zero " + where);
   switch (h.mode) {
     case ChunkMode::end:
       if (h.original_length || h.payload_length) throw_error(ErrorKind::bad_input, "malformed end marker " + where);

@@ -1,7 +1,7 @@
 // hpcnn huffman: the huffgpu container format (see FORMAT.md beside this file).
 //
-// All integers little-endian. A stream is: file header (16 bytes), chunks (each a 32-byte chunk
-// header and its payload), an end marker (a 32-byte chunk header with mode `end`), the chunk
+// All integers little-endian. A stream is: file header (16 bytes), chunks (each a 40-byte chunk
+// header and its payload), an end marker (a 40-byte chunk header with mode `end`), the chunk
 // table (16 bytes per chunk) and the trailer (40 bytes). Chunks are independent: each has its
 // own code, bit length, gap array and checksum, so they can be located through the chunk table
 // and decoded in parallel, or read one after the other from a pipe.
@@ -18,7 +18,7 @@ inline constexpr char kMagic[4] = {'H', 'U', 'F', 'G'};
 inline constexpr char kTrailerMagic[4] = {'H', 'U', 'F', 'E'};
 inline constexpr uint8_t kVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
-inline constexpr size_t kChunkHeaderSize = 32;
+inline constexpr size_t kChunkHeaderSize = 40;
 inline constexpr size_t kTableEntrySize = 16;
 inline constexpr size_t kTrailerSize = 40;
 inline constexpr uint16_t kChunkMagic = 0x4B43;  // "CK"
@@ -43,11 +43,12 @@ struct ChunkHeader {
   uint32_t payload_length = 0;    // bytes after the 32-byte header
   uint64_t bit_length = 0;        // huffman: exact bits of the bitstream; end: number of chunks
   uint64_t checksum = 0;          // XXH3-64 of the chunk's original bytes
+  uint32_t meta_checksum = 0;     // huffman: XXH32 of the code table and gap array (with padding)
 };
 
 struct TableEntry {
   uint64_t offset = 0;            // of the chunk header, from the start of the stream
-  uint32_t stored_length = 0;     // 32 + payload_length
+  uint32_t stored_length = 0;     // 40 + payload_length
   uint32_t original_length = 0;
 };
 
@@ -78,6 +79,7 @@ struct PayloadLayout {
 PayloadLayout huffman_layout(size_t table_size, uint64_t bit_length, const FileHeader& fh);
 
 uint64_t checksum64(const void* data, size_t size);
+uint32_t checksum32(const void* data, size_t size);
 std::string chunk_where(uint64_t index, uint64_t offset);  // "in chunk 3 at byte offset 123"
 
 }  // namespace hpcnn::huffman

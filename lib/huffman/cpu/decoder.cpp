@@ -135,6 +135,8 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       if (lay.payload_length != h.payload_length)
         throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) + " does not match its bit length and tables (" +
                                               std::to_string(lay.payload_length) + ") " + where);
+      if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
+        throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
       const DecodeTable table = build_decode_table(lengths, kRootBits, /*pairs=*/true);
       // Copy the words behind zero padding so a reader may run past the end safely.
       scratch.words.resize(lay.words_count + 4);

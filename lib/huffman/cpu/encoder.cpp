@@ -218,6 +218,8 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     uint8_t* g = out.data() + lay.gap_offset;
     for (uint64_t k = 0; k < nseg; ++k) g[k >> 1] |= static_cast<uint8_t>(gap_bytes[k] << ((k & 1) * 4));
   }
+  ch.meta_checksum = checksum32(out.data() + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize);
+  write_chunk_header(ch, out.data());
 }
 
 }  // namespace hpcnn::huffman
