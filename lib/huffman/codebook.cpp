@@ -123,8 +123,9 @@ CodeLengths read_code_table(const uint8_t* in, size_t avail, int limit, size_t* 
   return lengths;
 }
 
-DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool pairs) {
+DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool multi) {
   DecodeTable t;
+  t.lengths = lengths;
   const auto codes = canonical_codes(lengths);
   t.max_length = 0;
   t.min_length = kMaxCodeLength;
@@ -155,7 +156,7 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool p
   for (int s = 0; s < 256; ++s) {
     const int len = lengths[s];
     if (!len) continue;
-    const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 16 | 1u << 21;
+    const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 24 | 1u << 29;
     if (len <= K) {
       const uint32_t first = codes[s] << (K - len);
       for (uint32_t i = 0; i < (1u << (K - len)); ++i) t.root[first + i] = entry;
@@ -167,19 +168,23 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool p
       for (uint32_t i = 0; i < (1u << (w - (len - K))); ++i) t.sub[sub_start[prefix] + first + i] = entry;
     }
   }
-  if (pairs) {
-    // A root entry whose first codeword leaves room for a whole second one decodes both.
+  if (multi) {
+    // A root entry whose K bits hold further whole codewords decodes up to three at once.
     const std::vector<uint32_t> single = t.root;
+    const uint32_t mask = (1u << K) - 1;
     for (uint32_t idx = 0; idx < t.root.size(); ++idx) {
-      const uint32_t e1 = single[idx];
-      if (e1 & 0x80000000u) continue;
-      const uint32_t l1 = entry_bits(e1);
-      const uint32_t rest = (idx << l1) & ((1u << K) - 1);  // the K - l1 bits after it, left-aligned
-      const uint32_t e2 = single[rest];
-      if (e2 & 0x80000000u) continue;
-      const uint32_t l2 = entry_bits(e2);
-      if (l1 + l2 > static_cast<uint32_t>(K)) continue;
-      t.root[idx] = (e1 & 0xFF) | (e2 & 0xFF) << 8 | (l1 + l2) << 16 | 2u << 21 | l1 << 23;
+      uint32_t e = single[idx];
+      if (e & 0x80000000u) continue;
+      uint32_t used = entry_bits(e), syms = e & 0xFF;
+      int count = 1;
+      while (count < 3) {
+        const uint32_t next = single[(idx << used) & mask];
+        if ((next & 0x80000000u) || used + entry_bits(next) > static_cast<uint32_t>(K)) break;
+        syms |= (next & 0xFF) << (8 * count);
+        used += entry_bits(next);
+        ++count;
+      }
+      t.root[idx] = syms | used << 24 | static_cast<uint32_t>(count) << 29;
     }
   }
   return t;

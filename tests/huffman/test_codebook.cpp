@@ -120,38 +120,52 @@ TEST_CASE("code-length table round trip and corruption", "[huffman]") {
   CHECK_THROWS_AS(read_code_table(one.data(), one.size(), 12, &used, "here"), hpcnn::Error);
 }
 
-TEST_CASE("decode tables (single and pairs) agree with bit-by-bit canonical decoding", "[huffman]") {
+TEST_CASE("decode tables (single and multi-symbol) agree with bit-by-bit canonical decoding", "[huffman]") {
   std::mt19937_64 rng(3);
   for (int limit : {9, 12, 16}) {
     Histogram h{};
     for (int s = 0; s < 256; ++s) h[s] = (s % 3 == 0) ? 0 : 1 + (rng() % 2000) * (rng() % 4 == 0 ? 1000 : 1);
     const CodeLengths l = limited_code_lengths(h, limit);
     const auto c = canonical_codes(l);
-    for (bool pairs : {false, true}) {
-      const DecodeTable t = build_decode_table(l, 12, pairs);
-      for (int trial = 0; trial < 2000; ++trial) {
-        const uint64_t v = rng();
-        // Reference: the symbol whose codeword is a prefix of v.
-        int sym = -1, len = 0;
-        for (int s = 0; s < 256 && sym < 0; ++s)
-          if (l[s] && (v >> (64 - l[s])) == c[s]) sym = s, len = l[s];
-        REQUIRE(sym >= 0);
+    // Reference: the symbol whose codeword is a prefix of v.
+    auto first = [&](uint64_t v, int* len) {
+      for (int s = 0; s < 256; ++s)
+        if (l[s] && (v >> (64 - l[s])) == c[s]) {
+          *len = l[s];
+          return s;
+        }
+      return -1;
+    };
+    for (bool multi : {false, true}) {
+      const DecodeTable t = build_decode_table(l, 12, multi);
+      int multi_entries = 0;
+      for (int trial = 0; trial < 3000; ++trial) {
+        const uint64_t v = rng() >> (rng() % 4 == 0 ? 3 : 0);  // some with leading zero bits: short codes
         uint32_t e = t.root[v >> 52];
         if (e >> 31) e = t.sub[((e & 0x7FFFFFFF) >> 5) + ((v << 12) >> (64 - (e & 31)))];
-        CHECK((e & 0xFF) == static_cast<uint32_t>(sym));
-        if (entry_count(e) == 2) {
-          CHECK(((e >> 23) & 31) == static_cast<uint32_t>(len));
-          const uint64_t v2 = v << len;
-          int sym2 = -1, len2 = 0;
-          for (int s = 0; s < 256 && sym2 < 0; ++s)
-            if (l[s] && (v2 >> (64 - l[s])) == c[s]) sym2 = s, len2 = l[s];
-          CHECK(((e >> 8) & 0xFF) == static_cast<uint32_t>(sym2));
-          CHECK(entry_bits(e) == static_cast<uint32_t>(len + len2));
-          CHECK(len + len2 <= 12);
-        } else {
-          CHECK(entry_bits(e) == static_cast<uint32_t>(len));
+        const uint32_t count = entry_count(e);
+        REQUIRE(count >= 1);
+        if (!multi) CHECK(count == 1);
+        multi_entries += count > 1;
+        uint64_t rest = v;
+        uint32_t used = 0;
+        for (uint32_t k = 0; k < count; ++k) {
+          int len = 0;
+          const int sym = first(rest, &len);
+          REQUIRE(sym >= 0);
+          CHECK(((e >> (8 * k)) & 0xFF) == static_cast<uint32_t>(sym));
+          rest <<= len;
+          used += len;
+        }
+        CHECK(entry_bits(e) == used);
+        if (count > 1) CHECK(used <= 12);
+        if (count < 3 && multi && used <= 12) {  // greedy: the next codeword does not fit
+          int len = 0;
+          first(rest, &len);
+          CHECK(used + len > 12);
         }
       }
+      if (multi && limit == 12) CHECK(multi_entries > 0);
     }
   }
 }

@@ -103,7 +103,7 @@ TEST_CASE("chunk modes: raw for random data, single symbol for a constant", "[hu
 
 TEST_CASE("the gap array holds the first codeword boundary of every segment", "[huffman]") {
   for (int seg : {7, 8}) {
-    const auto in = text_like(200003, 4);
+    const auto in = text_like(1500007, 4);  // over 1 MiB: the pair-table encoder path
     const FileHeader fh = header(1u << 24, seg);
     std::vector<uint8_t> chunk;
     roundtrip(in, fh, 3, 1, &chunk);

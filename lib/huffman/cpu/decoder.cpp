@@ -13,9 +13,9 @@ namespace hpcnn::huffman {
 namespace {
 
 constexpr int kInterleave = 4;          // lanes decoded together by one thread
-constexpr uint64_t kLaneSlack = 4;       // a lane may write 2 bytes past its last symbol
+constexpr uint64_t kLaneSlack = 8;       // a lane may write 3 bytes past its last symbol
 constexpr int kRootBits = 12;           // first-level table: 4096 entries, 16 KiB
-constexpr uint64_t kMinLaneBits = 1 << 16;
+constexpr uint64_t kMinLaneBits = 1 << 14;
 
 // One lane: bit range [begin, end) of the stream, decoded into `out`.
 struct Lane {
@@ -34,26 +34,26 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 }
 
 // Decodes one symbol from the top bits of v (root table of K bits, second level below it).
-// Decodes one table entry (one or two symbols) from the top bits of v. Two output bytes are
+// Decodes one table entry (one to three symbols) from the top bits of v. Four output bytes are
 // always written; the pointer advances by the symbol count.
 #define HPCNN_DECODE_ONE(v, pos, out)                                               \
   do {                                                                              \
     uint32_t e_ = root[(v) >> root_shift];                                          \
-    if (__builtin_expect(e_ >> 31, 0)) {                                            \
+    if (kSub && __builtin_expect(e_ >> 31, 0)) {                                    \
       const uint32_t width_ = e_ & 31;                                              \
       e_ = sub[((e_ & 0x7FFFFFFFu) >> 5) + (((v) << root_bits) >> (64 - width_))];  \
     }                                                                               \
-    const uint16_t syms_ = static_cast<uint16_t>(e_);                               \
-    std::memcpy((out), &syms_, 2);                                                  \
-    (out) += (e_ >> 21) & 3;                                                        \
-    const uint32_t len_ = (e_ >> 16) & 31;                                          \
+    std::memcpy((out), &e_, 4);                                                     \
+    (out) += (e_ >> 29) & 3;                                                        \
+    const uint32_t len_ = (e_ >> 24) & 31;                                          \
     (v) <<= len_;                                                                   \
     (pos) += len_;                                                                  \
   } while (0)
 
 // kPerLoad symbols from one 57-bit window: kPerLoad * L <= 57 keeps every lookup inside it.
-template <int kPerLoad>
+template <int kPerLoad, bool kSub>
 __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& t, const uint8_t* __restrict be, Lane* lanes, int n) {
+  const uint8_t* __restrict lengths = t.lengths.data();
   const uint32_t* __restrict root = t.root.data();
   const uint32_t* __restrict sub = t.sub.data();
   constexpr int root_bits = kRootBits;
@@ -93,13 +93,12 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
     uint8_t* out = o[i];
     const uint64_t end = lanes[i].end;
     while (pos < end) {
-      // One codeword at a time: the second codeword of a pair entry may belong to the next lane.
+      // One codeword at a time: later codewords of a multi-symbol entry may belong to the next lane.
       const uint64_t v = peek57(be, pos);
       uint32_t e = root[v >> root_shift];
       if (e >> 31) e = sub[((e & 0x7FFFFFFFu) >> 5) + ((v << root_bits) >> (64 - (e & 31)))];
-      const uint32_t first_len = entry_count(e) == 2 ? (e >> 23) & 31 : entry_bits(e);
       *out++ = static_cast<uint8_t>(e);
-      pos += first_len;
+      pos += lengths[e & 0xFF];
     }
     lanes[i].stop = pos;
     lanes[i].count = static_cast<uint64_t>(out - lanes[i].out);
@@ -107,14 +106,19 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
 }
 #undef HPCNN_DECODE_ONE
 
+// Codes of at most kRootBits bits need no second-level lookup (the default L = 12).
+HPCNN_HOT_TARGET void decode_lanes_short(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
+  decode_lanes_impl<4, false>(t, be, lanes, n);
+}
 HPCNN_HOT_TARGET void decode_lanes_4(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
-  decode_lanes_impl<4>(t, be, lanes, n);
+  decode_lanes_impl<4, true>(t, be, lanes, n);
 }
 HPCNN_HOT_TARGET void decode_lanes_3(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
-  decode_lanes_impl<3>(t, be, lanes, n);
+  decode_lanes_impl<3, true>(t, be, lanes, n);
 }
 void decode_lanes(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
-  if (t.max_length <= 14) decode_lanes_4(t, be, lanes, n);
+  if (t.max_length <= kRootBits) decode_lanes_short(t, be, lanes, n);
+  else if (t.max_length <= 14) decode_lanes_4(t, be, lanes, n);
   else decode_lanes_3(t, be, lanes, n);
 }
 
@@ -137,14 +141,9 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
                                               std::to_string(lay.payload_length) + ") " + where);
       if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
         throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
-      const DecodeTable table = build_decode_table(lengths, kRootBits, /*pairs=*/true);
+      const DecodeTable table = build_decode_table(lengths, kRootBits, /*multi=*/true);
       // Copy the words behind zero padding so a reader may run past the end safely.
       scratch.words.resize(lay.words_count + 4);
-      for (size_t i = 0; i < lay.words_count; ++i) {
-        uint32_t w;
-        std::memcpy(&w, chunk + lay.words_offset + 4 * i, 4);
-        scratch.words[i] = __builtin_bswap32(w);
-      }
       for (size_t i = lay.words_count; i < scratch.words.size(); ++i) scratch.words[i] = 0;
       const uint8_t* words = reinterpret_cast<const uint8_t*>(scratch.words.data());
       const uint32_t S = fh.segment_bits();
@@ -183,25 +182,46 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       }
       const int groups = (nlanes + kInterleave - 1) / kInterleave;
       const int T = std::min(std::max(threads, 1), groups);
-#pragma omp parallel for num_threads(T) schedule(static)
-      for (int g = 0; g < groups; ++g) {
-        const int first = g * kInterleave;
-        decode_lanes(table, words, lanes.data() + first, std::min(kInterleave, nlanes - first));
+      std::vector<uint64_t> dst(nlanes + 1, 0);
+      bool consistent = true;
+      const uint8_t* src_words = chunk + lay.words_offset;
+      uint32_t* be_words = scratch.words.data();
+      const int64_t nwords = static_cast<int64_t>(lay.words_count);
+      // One parallel region: byte-swap the words, decode the lanes, then move each lane's
+      // output to its place once the counts are known.
+#pragma omp parallel num_threads(T)
+      {
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < nwords; ++i) {
+          uint32_t w;
+          std::memcpy(&w, src_words + 4 * i, 4);
+          be_words[i] = __builtin_bswap32(w);
+        }
+#pragma omp for schedule(static)
+        for (int g = 0; g < groups; ++g) {
+          const int first = g * kInterleave;
+          decode_lanes(table, words, lanes.data() + first, std::min(kInterleave, nlanes - first));
+        }
+#pragma omp single
+        {
+          for (int i = 0; i < nlanes; ++i) {
+            consistent = consistent && lanes[i].stop == lanes[i].end;
+            dst[i + 1] = dst[i] + lanes[i].count;
+          }
+          consistent = consistent && dst[nlanes] == h.original_length;
+        }
+        if (consistent) {
+#pragma omp for schedule(static)
+          for (int i = 0; i < nlanes; ++i) std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
+        }
       }
-      uint64_t total = 0;
-      for (int i = 0; i < nlanes; ++i) {
+      for (int i = 0; i < nlanes; ++i)
         if (lanes[i].stop != lanes[i].end)
           throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " ends at bit " +
                                                 std::to_string(lanes[i].stop) + " instead of " + std::to_string(lanes[i].end) + " " + where);
-        total += lanes[i].count;
-      }
-      if (total != h.original_length)
-        throw_error(ErrorKind::bad_input, "decoded " + std::to_string(total) + " symbols, the chunk header says " +
+      if (dst[nlanes] != h.original_length)
+        throw_error(ErrorKind::bad_input, "decoded " + std::to_string(dst[nlanes]) + " symbols, the chunk header says " +
                                               std::to_string(h.original_length) + " " + where);
-      std::vector<uint64_t> dst(nlanes + 1, 0);
-      for (int i = 0; i < nlanes; ++i) dst[i + 1] = dst[i] + lanes[i].count;
-#pragma omp parallel for num_threads(T) schedule(static)
-      for (int i = 0; i < nlanes; ++i) std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
       break;
     }
     default: throw_error(ErrorKind::bad_input, "cannot decode chunk mode " + std::to_string(static_cast<int>(h.mode)) + " " + where);

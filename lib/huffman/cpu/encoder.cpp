@@ -11,7 +11,7 @@
 namespace hpcnn::huffman {
 namespace {
 
-constexpr size_t kMinPartBytes = 64 << 10;  // below this a part is not worth a thread
+constexpr size_t kMinPartBytes = 16 << 10;  // below this a part is not worth a thread
 
 struct PartResult {
   uint32_t head = 0;         // first word when the part starts inside a word
@@ -23,8 +23,8 @@ struct PartResult {
 // when the part starts inside a word (the previous part writes that word; the caller ORs).
 template <bool kGaps>
 __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __restrict in, size_t n, const uint32_t* __restrict enc,
-                                                           uint64_t pos, uint32_t* __restrict words, uint8_t* __restrict gap_bytes,
-                                                           uint32_t segment_log2, uint64_t total_bits) {
+                                                           const uint32_t* __restrict pair, uint64_t pos, uint32_t* __restrict words,
+                                                           uint8_t* __restrict gap_bytes, uint32_t segment_log2, uint64_t total_bits) {
   PartResult r;
   const uint64_t seg = uint64_t{1} << segment_log2;
   uint64_t next_k = (pos + seg - 1) >> segment_log2;  // first segment whose boundary lies here
@@ -65,6 +65,29 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
       return r;
     }
   }
+  if (pair) {
+    // Two symbols per lookup: pair[b0 | b1 << 8] = both codewords (<= 24 bits) | bits << 24.
+    for (; i + 2 <= n; i += 2) {
+      uint16_t two;
+      std::memcpy(&two, in + i, 2);
+      const uint32_t e = pair[two];
+      const uint32_t l12 = e >> 24;
+      if constexpr (kGaps) {
+        if (__builtin_expect(p + l12 > next_boundary, 0)) {
+          const uint64_t second = p + (enc[in[i]] >> 24);
+          if (p >= next_boundary) gap(p);
+          else if (second >= next_boundary) gap(second);
+        }
+        p += l12;
+      }
+      acc = (acc << l12) | (e & 0xFFFFFF);
+      nacc += l12;
+      const uint32_t full = nacc >> 5;
+      nacc -= full << 5;
+      *w = static_cast<uint32_t>(acc >> nacc);
+      w += full;
+    }
+  }
   for (; i + 2 <= n; i += 2) {
     const uint32_t e1 = enc[in[i]], e2 = enc[in[i + 1]];
     const uint32_t l1 = e1 >> 24, l2 = e2 >> 24;
@@ -103,30 +126,47 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   return r;
 }
 
-HPCNN_HOT_TARGET PartResult pack_part_gaps(const uint8_t* in, size_t n, const uint32_t* enc, uint64_t pos, uint32_t* words,
-                                           uint8_t* gap_bytes, uint32_t segment_log2, uint64_t total_bits) {
-  return pack_part<true>(in, n, enc, pos, words, gap_bytes, segment_log2, total_bits);
+HPCNN_HOT_TARGET PartResult pack_part_gaps(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos,
+                                           uint32_t* words, uint8_t* gap_bytes, uint32_t segment_log2, uint64_t total_bits) {
+  return pack_part<true>(in, n, enc, pair, pos, words, gap_bytes, segment_log2, total_bits);
 }
-HPCNN_HOT_TARGET PartResult pack_part_plain(const uint8_t* in, size_t n, const uint32_t* enc, uint64_t pos, uint32_t* words,
-                                            uint32_t segment_log2, uint64_t total_bits) {
-  return pack_part<false>(in, n, enc, pos, words, nullptr, segment_log2, total_bits);
+HPCNN_HOT_TARGET PartResult pack_part_plain(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos,
+                                            uint32_t* words, uint32_t segment_log2, uint64_t total_bits) {
+  return pack_part<false>(in, n, enc, pair, pos, words, nullptr, segment_log2, total_bits);
+}
+
+// Pair table for codes of at most 12 bits, worth building for large chunks only.
+constexpr size_t kPairTableMinBytes = 256 << 10;
+void build_pair_table(const std::array<uint32_t, 256>& enc, std::vector<uint32_t>& pair) {
+  pair.resize(65536);
+  for (uint32_t b1 = 0; b1 < 256; ++b1) {
+    const uint32_t e1 = enc[b1], l1 = e1 >> 24;
+    for (uint32_t b0 = 0; b0 < 256; ++b0) {
+      const uint32_t e0 = enc[b0], l0 = e0 >> 24;
+      pair[b0 | b1 << 8] = ((e0 & 0xFFFFFF) << l1 | (e1 & 0xFFFFFF)) | (l0 + l1) << 24;
+    }
+  }
 }
 
 }  // namespace
 
-void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
+HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
   uint32_t h[4][256] = {};
   size_t i = 0;
   // Sub-histograms in 32 bits: flush well before overflow.
   while (i < n) {
     const size_t stop = std::min(n, i + (size_t{1} << 30));
-    for (; i + 4 <= stop; i += 4) {
-      uint32_t v;
-      std::memcpy(&v, in + i, 4);
+    for (; i + 8 <= stop; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, in + i, 8);
       ++h[0][v & 0xFF];
       ++h[1][(v >> 8) & 0xFF];
       ++h[2][(v >> 16) & 0xFF];
-      ++h[3][v >> 24];
+      ++h[3][(v >> 24) & 0xFF];
+      ++h[0][(v >> 32) & 0xFF];
+      ++h[1][(v >> 40) & 0xFF];
+      ++h[2][(v >> 48) & 0xFF];
+      ++h[3][v >> 56];
     }
     for (; i < stop; ++i) ++h[0][in[i]];
     for (int s = 0; s < 256; ++s) {
@@ -195,12 +235,20 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   ch.mode = ChunkMode::huffman;
   ch.payload_length = static_cast<uint32_t>(lay.payload_length);
   ch.bit_length = total_bits;
-  out.assign(kChunkHeaderSize + lay.payload_length, 0);
+  // Every word of the bitstream is written by exactly one part; zero only what comes before.
+  out.resize(kChunkHeaderSize + lay.payload_length);
+  std::memset(out.data(), 0, lay.words_offset);
   write_chunk_header(ch, out.data());
   write_code_table(lengths, out.data() + lay.table_offset);
   auto* words = reinterpret_cast<uint32_t*>(out.data() + lay.words_offset);
   const uint64_t nseg = segment_count(total_bits, fh.segment_bits());
   std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg : 0, 0);
+  thread_local std::vector<uint32_t> pair;
+  const uint32_t* pair_ptr = nullptr;
+  if (n >= kPairTableMinBytes && *std::max_element(lengths.begin(), lengths.end()) <= 12) {
+    build_pair_table(enc, pair);
+    pair_ptr = pair.data();
+  }
   std::vector<PartResult> parts(T);
 #pragma omp parallel num_threads(T)
   {
@@ -208,8 +256,8 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     const size_t len = bound[t + 1] - bound[t];
     if (len) {
       parts[t] = fh.gap_array()
-                     ? pack_part_gaps(in + bound[t], len, enc.data(), start[t], words, gap_bytes.data(), fh.segment_log2, total_bits)
-                     : pack_part_plain(in + bound[t], len, enc.data(), start[t], words, fh.segment_log2, total_bits);
+                     ? pack_part_gaps(in + bound[t], len, enc.data(), pair_ptr, start[t], words, gap_bytes.data(), fh.segment_log2, total_bits)
+                     : pack_part_plain(in + bound[t], len, enc.data(), pair_ptr, start[t], words, fh.segment_log2, total_bits);
     }
   }
   for (int t = 0; t < T; ++t)
