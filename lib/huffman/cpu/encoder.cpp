@@ -67,26 +67,32 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   }
   if (pair) {
     // Two symbols per lookup: pair[b0 | b1 << 8] = both codewords (<= 24 bits) | bits << 24.
+    // `rem` counts the bits left to the next segment boundary; only a crossing takes the slow path.
+    int64_t rem = static_cast<int64_t>(next_boundary - p);
     for (; i + 2 <= n; i += 2) {
       uint16_t two;
       std::memcpy(&two, in + i, 2);
       const uint32_t e = pair[two];
       const uint32_t l12 = e >> 24;
       if constexpr (kGaps) {
-        if (__builtin_expect(p + l12 > next_boundary, 0)) {
-          const uint64_t second = p + (enc[in[i]] >> 24);
-          if (p >= next_boundary) gap(p);
-          else if (second >= next_boundary) gap(second);
+        if (__builtin_expect(rem < static_cast<int64_t>(l12), 0)) {
+          // Codeword starts here: p and p + l1 (p = next_boundary - rem).
+          const int64_t l1 = enc[in[i]] >> 24;
+          if (rem <= 0 || l1 >= rem) {
+            gap(next_boundary - rem + (rem <= 0 ? 0 : l1));
+            rem += static_cast<int64_t>(seg);
+          }
         }
-        p += l12;
+        rem -= l12;
       }
       acc = (acc << l12) | (e & 0xFFFFFF);
       nacc += l12;
       const uint32_t full = nacc >> 5;
-      nacc -= full << 5;
+      nacc &= 31;
       *w = static_cast<uint32_t>(acc >> nacc);
       w += full;
     }
+    p = next_boundary - rem;
   }
   for (; i + 2 <= n; i += 2) {
     const uint32_t e1 = enc[in[i]], e2 = enc[in[i + 1]];
@@ -151,11 +157,12 @@ void build_pair_table(const std::array<uint32_t, 256>& enc, std::vector<uint32_t
 }  // namespace
 
 HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
-  uint32_t h[4][256] = {};
+  // Eight sub-histograms, one per byte of a 64-bit load: runs of one byte value (common in
+  // images) then never increment the same counter twice in a row.
+  uint32_t h[8][256] = {};
   size_t i = 0;
-  // Sub-histograms in 32 bits: flush well before overflow.
   while (i < n) {
-    const size_t stop = std::min(n, i + (size_t{1} << 30));
+    const size_t stop = std::min(n, i + (size_t{1} << 30));  // 32-bit counters: flush in time
     for (; i + 8 <= stop; i += 8) {
       uint64_t v;
       std::memcpy(&v, in + i, 8);
@@ -163,15 +170,19 @@ HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t count
       ++h[1][(v >> 8) & 0xFF];
       ++h[2][(v >> 16) & 0xFF];
       ++h[3][(v >> 24) & 0xFF];
-      ++h[0][(v >> 32) & 0xFF];
-      ++h[1][(v >> 40) & 0xFF];
-      ++h[2][(v >> 48) & 0xFF];
-      ++h[3][v >> 56];
+      ++h[4][(v >> 32) & 0xFF];
+      ++h[5][(v >> 40) & 0xFF];
+      ++h[6][(v >> 48) & 0xFF];
+      ++h[7][v >> 56];
     }
     for (; i < stop; ++i) ++h[0][in[i]];
     for (int s = 0; s < 256; ++s) {
-      counts[s] += uint64_t{h[0][s]} + h[1][s] + h[2][s] + h[3][s];
-      h[0][s] = h[1][s] = h[2][s] = h[3][s] = 0;
+      uint64_t sum = 0;
+      for (int k = 0; k < 8; ++k) {
+        sum += h[k][s];
+        h[k][s] = 0;
+      }
+      counts[s] += sum;
     }
   }
 }
