@@ -156,7 +156,7 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
   for (int s = 0; s < 256; ++s) {
     const int len = lengths[s];
     if (!len) continue;
-    const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 24 | 1u << 29;
+    const uint32_t entry = static_cast<uint32_t>(s) | 1u << 24 | static_cast<uint32_t>(len) << 26;
     if (len <= K) {
       const uint32_t first = codes[s] << (K - len);
       for (uint32_t i = 0; i < (1u << (K - len)); ++i) t.root[first + i] = entry;
@@ -184,7 +184,7 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
         used += entry_bits(next);
         ++count;
       }
-      t.root[idx] = syms | used << 24 | static_cast<uint32_t>(count) << 29;
+      t.root[idx] = syms | static_cast<uint32_t>(count) << 24 | used << 26;
     }
   }
   return t;

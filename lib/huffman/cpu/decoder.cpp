@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "huffman/bitstream.h"
+#include <xxhash.h>
+
 #include "huffman/codebook.h"
 #include "huffman/cpu/hot.h"
 
@@ -35,8 +37,9 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 
 // Decodes one symbol from the top bits of v (root table of K bits, second level below it).
 // Decodes one table entry (one to three symbols) from the top bits of v. Four output bytes are
-// always written; the pointer advances by the symbol count.
-#define HPCNN_DECODE_ONE(v, pos, out)                                               \
+// always written (the fourth is junk); the pointer advances by the symbol count. The bit
+// position is not tracked here: see the marker bit in decode_lanes_impl.
+#define HPCNN_DECODE_ONE(v, out)                                                    \
   do {                                                                              \
     uint32_t e_ = root[(v) >> root_shift];                                          \
     if (kSub && __builtin_expect(e_ >> 31, 0)) {                                    \
@@ -44,11 +47,14 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
       e_ = sub[((e_ & 0x7FFFFFFFu) >> 5) + (((v) << root_bits) >> (64 - width_))];  \
     }                                                                               \
     std::memcpy((out), &e_, 4);                                                     \
-    (out) += (e_ >> 29) & 3;                                                        \
-    const uint32_t len_ = (e_ >> 24) & 31;                                          \
-    (v) <<= len_;                                                                   \
-    (pos) += len_;                                                                  \
+    (out) += (e_ >> 24) & 3;                                                        \
+    (v) <<= (e_ >> 26);                                                             \
   } while (0)
+
+// A 57-bit window with a marker bit just below it: after the window has been shifted left by
+// the c bits consumed, the marker sits at bit 6 + c, so c = ctz(v) - 6.
+inline uint64_t window(const uint8_t* be, uint64_t pos) { return (peek57(be, pos) & ~uint64_t{0x7F}) | 0x40; }
+inline uint64_t consumed(uint64_t v) { return static_cast<uint64_t>(__builtin_ctzll(v)) - 6; }
 
 // kPerLoad symbols from one 57-bit window: kPerLoad * L <= 57 keeps every lookup inside it.
 template <int kPerLoad, bool kSub>
@@ -75,14 +81,18 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
       uint64_t rounds = room / kBurst;
       if (rounds == 0) break;
       for (; rounds; --rounds) {
-        uint64_t v0 = peek57(be, p0), v1 = peek57(be, p1), v2 = peek57(be, p2), v3 = peek57(be, p3);
+        uint64_t v0 = window(be, p0), v1 = window(be, p1), v2 = window(be, p2), v3 = window(be, p3);
 #pragma GCC unroll 4
         for (int k = 0; k < kPerLoad; ++k) {
-          HPCNN_DECODE_ONE(v0, p0, o0);
-          HPCNN_DECODE_ONE(v1, p1, o1);
-          HPCNN_DECODE_ONE(v2, p2, o2);
-          HPCNN_DECODE_ONE(v3, p3, o3);
+          HPCNN_DECODE_ONE(v0, o0);
+          HPCNN_DECODE_ONE(v1, o1);
+          HPCNN_DECODE_ONE(v2, o2);
+          HPCNN_DECODE_ONE(v3, o3);
         }
+        p0 += consumed(v0);
+        p1 += consumed(v1);
+        p2 += consumed(v2);
+        p3 += consumed(v3);
       }
     }
     p[0] = p0; p[1] = p1; p[2] = p2; p[3] = p3;
@@ -184,6 +194,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       const int T = std::min(std::max(threads, 1), groups);
       std::vector<uint64_t> dst(nlanes + 1, 0);
       bool consistent = true;
+      uint64_t digest = 0;
       const uint8_t* src_words = chunk + lay.words_offset;
       uint32_t* be_words = scratch.words.data();
       const int64_t nwords = static_cast<int64_t>(lay.words_count);
@@ -211,7 +222,17 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           consistent = consistent && dst[nlanes] == h.original_length;
         }
         if (consistent) {
-#pragma omp for schedule(static)
+          // One thread hashes the lanes' outputs in order (the chunk's bytes) while the others
+          // move them into place.
+#pragma omp single nowait
+          {
+            XXH3_state_t* st = XXH3_createState();
+            XXH3_64bits_reset(st);
+            for (int i = 0; i < nlanes; ++i) XXH3_64bits_update(st, lanes[i].out, lanes[i].count);
+            digest = XXH3_64bits_digest(st);
+            XXH3_freeState(st);
+          }
+#pragma omp for schedule(dynamic, 1)
           for (int i = 0; i < nlanes; ++i) std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
         }
       }
@@ -222,6 +243,9 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       if (dst[nlanes] != h.original_length)
         throw_error(ErrorKind::bad_input, "decoded " + std::to_string(dst[nlanes]) + " symbols, the chunk header says " +
                                               std::to_string(h.original_length) + " " + where);
+      if (digest != h.checksum)
+        throw_error(ErrorKind::bad_input, "checksum mismatch: the decoded chunk differs from the original " + where);
+      return;
       break;
     }
     default: throw_error(ErrorKind::bad_input, "cannot decode chunk mode " + std::to_string(static_cast<int>(h.mode)) + " " + where);

@@ -12,6 +12,7 @@ namespace hpcnn::huffman {
 namespace {
 
 constexpr size_t kMinPartBytes = 16 << 10;  // below this a part is not worth a thread
+constexpr size_t kHistBlock = 16 << 10;     // histogram work unit
 
 struct PartResult {
   uint32_t head = 0;         // first word when the part starts inside a word
@@ -143,14 +144,11 @@ HPCNN_HOT_TARGET PartResult pack_part_plain(const uint8_t* in, size_t n, const u
 
 // Pair table for codes of at most 12 bits, worth building for large chunks only.
 constexpr size_t kPairTableMinBytes = 256 << 10;
-void build_pair_table(const std::array<uint32_t, 256>& enc, std::vector<uint32_t>& pair) {
-  pair.resize(65536);
-  for (uint32_t b1 = 0; b1 < 256; ++b1) {
-    const uint32_t e1 = enc[b1], l1 = e1 >> 24;
-    for (uint32_t b0 = 0; b0 < 256; ++b0) {
-      const uint32_t e0 = enc[b0], l0 = e0 >> 24;
-      pair[b0 | b1 << 8] = ((e0 & 0xFFFFFF) << l1 | (e1 & 0xFFFFFF)) | (l0 + l1) << 24;
-    }
+void build_pair_row(const std::array<uint32_t, 256>& enc, uint32_t b1, uint32_t* pair) {
+  const uint32_t e1 = enc[b1], l1 = e1 >> 24;
+  for (uint32_t b0 = 0; b0 < 256; ++b0) {
+    const uint32_t e0 = enc[b0], l0 = e0 >> 24;
+    pair[b0 | b1 << 8] = ((e0 & 0xFFFFFF) << l1 | (e1 & 0xFFFFFF)) | (l0 + l1) << 24;
   }
 }
 
@@ -190,17 +188,31 @@ HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t count
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
   if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
   const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(std::max(threads, 1))));
-  std::vector<size_t> bound(T + 1);
-  for (int t = 0; t <= T; ++t) bound[t] = n * t / T;
-  std::vector<Histogram> part_hist(T, Histogram{});
+  // Histograms per block, taken by the threads dynamically while one of them also hashes the
+  // chunk; the T packing parts are runs of whole blocks, so their bit counts follow from the
+  // block histograms.
+  const size_t nblocks = (n + kHistBlock - 1) / kHistBlock;
+  thread_local std::vector<Histogram> block_hist;
+  block_hist.assign(nblocks, Histogram{});
+  Histogram* const bh = block_hist.data();  // thread_local: hand the workers a plain pointer
+  std::vector<size_t> bound(T + 1), first_block(T + 1);
+  for (int t = 0; t <= T; ++t) {
+    first_block[t] = nblocks * t / T;
+    bound[t] = std::min(n, first_block[t] * kHistBlock);
+  }
   uint64_t checksum = 0;
 #pragma omp parallel num_threads(T)
   {
-    const int t = omp_get_thread_num();
-    byte_histogram(in + bound[t], bound[t + 1] - bound[t], part_hist[t].data());
-#pragma omp master
+#pragma omp single nowait
     checksum = checksum64(in, n);
+#pragma omp for schedule(dynamic, 1)
+    for (size_t b = 0; b < nblocks; ++b)
+      byte_histogram(in + b * kHistBlock, std::min(kHistBlock, n - b * kHistBlock), bh[b].data());
   }
+  std::vector<Histogram> part_hist(T, Histogram{});
+  for (int t = 0; t < T; ++t)
+    for (size_t b = first_block[t]; b < first_block[t + 1]; ++b)
+      for (int s = 0; s < 256; ++s) part_hist[t][s] += block_hist[b][s];
   Histogram hist{};
   for (const auto& h : part_hist)
     for (int s = 0; s < 256; ++s) hist[s] += h[s];
@@ -255,14 +267,18 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   const uint64_t nseg = segment_count(total_bits, fh.segment_bits());
   std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg : 0, 0);
   thread_local std::vector<uint32_t> pair;
-  const uint32_t* pair_ptr = nullptr;
+  uint32_t* pair_ptr = nullptr;
   if (n >= kPairTableMinBytes && *std::max_element(lengths.begin(), lengths.end()) <= 12) {
-    build_pair_table(enc, pair);
+    pair.resize(65536);
     pair_ptr = pair.data();
   }
   std::vector<PartResult> parts(T);
 #pragma omp parallel num_threads(T)
   {
+    if (pair_ptr) {
+#pragma omp for schedule(static)
+      for (int b1 = 0; b1 < 256; ++b1) build_pair_row(enc, static_cast<uint32_t>(b1), pair_ptr);
+    }
     const int t = omp_get_thread_num();
     const size_t len = bound[t + 1] - bound[t];
     if (len) {
