@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up from nothing, builds, and runs the main job on real input:
 # prune-rate on the model-zoo ResNet-50 graph (ONNX 'light' model with seeded random weights),
-# printing the JSON report and writing the pruned model to out/resnet50_pruned.onnx.
+# printing the JSON report and writing the pruned model to out/resnet50_pruned.onnx; then
+# huffgpu-encode on the Fashion-MNIST training images, verified with huffgpu-decode -t.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$here/scripts/setup.sh"
@@ -13,3 +14,8 @@ mkdir -p "$out"
   -o "$out/resnet50_pruned.onnx" -f --report "$out/resnet50_rates.json"
 cat "$out/resnet50_rates.json"
 echo "quickstart: wrote $out/resnet50_pruned.onnx and $out/resnet50_rates.json" >&2
+
+# huffgpu: compress the Fashion-MNIST training images (Debian's dataset-fashion-mnist), then verify.
+gzip -dc /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz > "$out/train-images-idx3-ubyte"
+"$here/build/tools/huffgpu-encode/huffgpu-encode" -f --json "$out/train-images-idx3-ubyte"
+"$here/build/tools/huffgpu-decode/huffgpu-decode" -t --json "$out/train-images-idx3-ubyte.huf"
