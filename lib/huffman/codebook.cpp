@@ -9,54 +9,59 @@
 namespace hpcnn::huffman {
 
 CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
-  std::vector<int> syms;
+  std::array<int, 256> syms{};
+  int n = 0;
   for (int s = 0; s < 256; ++s)
-    if (counts[s]) syms.push_back(s);
-  const int n = static_cast<int>(syms.size());
+    if (counts[s]) syms[n++] = s;
   if (n < 2) throw_error(ErrorKind::bad_input, "a Huffman code needs at least two symbols");
   if (limit < 8 || limit > kMaxCodeLength) throw_error(ErrorKind::usage, "code length limit must be 8..16");
-  std::stable_sort(syms.begin(), syms.end(), [&](int a, int b) { return counts[a] < counts[b]; });
+  std::stable_sort(syms.begin(), syms.begin() + n, [&](int a, int b) { return counts[a] < counts[b]; });
 
-  // Package-merge over a node arena: leaves are 0..n-1, packages point to two children.
-  struct Node {
-    uint64_t weight;
-    int left, right;  // -1 for leaves
-  };
-  std::vector<Node> nodes;
-  nodes.reserve(static_cast<size_t>(n) * 2 * limit);
-  for (int i = 0; i < n; ++i) nodes.push_back({counts[syms[i]], -1, -1});
-  std::vector<int> leaves(n);
-  std::iota(leaves.begin(), leaves.end(), 0);
-  std::vector<int> list = leaves;  // level `limit` (deepest)
-  for (int level = limit - 1; level >= 1; --level) {
-    std::vector<int> packages;
-    for (size_t i = 0; i + 1 < list.size(); i += 2) {
-      nodes.push_back({nodes[list[i]].weight + nodes[list[i + 1]].weight, list[i], list[i + 1]});
-      packages.push_back(static_cast<int>(nodes.size()) - 1);
-    }
-    std::vector<int> merged;
-    merged.reserve(leaves.size() + packages.size());
-    std::merge(leaves.begin(), leaves.end(), packages.begin(), packages.end(), std::back_inserter(merged),
-               [&](int a, int b) { return nodes[a].weight < nodes[b].weight; });  // leaves first on ties
-    list = std::move(merged);
+  // Package-merge without trees: level L (deepest) lists the leaves by weight; level j merges
+  // the leaves with the packages (pairs) of level j+1's list, leaves first on ties. The 2n-2
+  // cheapest items of level 1 form the code, and the items taken from each level are a prefix
+  // of its list: so only the number of leaves in each level's prefix is needed, and the symbol
+  // of weight rank r gets one bit for every level whose prefix holds more than r leaves.
+  constexpr int kMaxItems = 2 * 256;
+  std::array<std::array<uint64_t, kMaxItems>, kMaxCodeLength + 1> weight;
+  std::array<std::array<uint8_t, kMaxItems>, kMaxCodeLength + 1> leaf;
+  std::array<int, kMaxCodeLength + 1> size{};
+  for (int i = 0; i < n; ++i) {
+    weight[limit][i] = counts[syms[i]];
+    leaf[limit][i] = 1;
   }
-  std::vector<int> depth(n, 0);
-  std::vector<int> stack;
-  for (int i = 0; i < 2 * n - 2; ++i) {
-    stack.push_back(list[i]);
-    while (!stack.empty()) {
-      const int v = stack.back();
-      stack.pop_back();
-      if (nodes[v].left < 0) {
-        ++depth[v];
+  size[limit] = n;
+  for (int level = limit - 1; level >= 1; --level) {
+    const auto& below = weight[level + 1];
+    const int packages = size[level + 1] / 2;
+    int a = 0, b = 0, k = 0;
+    while (a < n || b < packages) {
+      const uint64_t pw = b < packages ? below[2 * b] + below[2 * b + 1] : UINT64_MAX;
+      if (a < n && counts[syms[a]] <= pw) {
+        weight[level][k] = counts[syms[a++]];
+        leaf[level][k++] = 1;
       } else {
-        stack.push_back(nodes[v].left);
-        stack.push_back(nodes[v].right);
+        weight[level][k] = pw;
+        leaf[level][k++] = 0;
+        ++b;
       }
     }
+    size[level] = k;
+  }
+  std::array<int, kMaxCodeLength + 1> leaves_taken{};
+  int take = 2 * n - 2;
+  for (int level = 1; level <= limit; ++level) {
+    int leaves = 0;
+    for (int i = 0; i < take; ++i) leaves += leaf[level][i];
+    leaves_taken[level] = leaves;
+    take = 2 * (take - leaves);
   }
   CodeLengths out{};
-  for (int i = 0; i < n; ++i) out[syms[i]] = static_cast<uint8_t>(depth[i]);
+  for (int r = 0; r < n; ++r) {
+    int len = 0;
+    for (int level = 1; level <= limit; ++level) len += r < leaves_taken[level];
+    out[syms[r]] = static_cast<uint8_t>(len);
+  }
   return out;
 }
 

@@ -70,6 +70,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
     // Two symbols per lookup: pair[b0 | b1 << 8] = both codewords (<= 24 bits) | bits << 24.
     // `rem` counts the bits left to the next segment boundary; only a crossing takes the slow path.
     int64_t rem = static_cast<int64_t>(next_boundary - p);
+#pragma GCC unroll 4
     for (; i + 2 <= n; i += 2) {
       uint16_t two;
       std::memcpy(&two, in + i, 2);
@@ -143,7 +144,9 @@ HPCNN_HOT_TARGET PartResult pack_part_plain(const uint8_t* in, size_t n, const u
 }
 
 // Pair table for codes of at most 12 bits, worth building for large chunks only.
-constexpr size_t kPairTableMinBytes = 256 << 10;
+constexpr size_t kPairTableMinBytes = 128 << 10;
+// Pairs of a small alphabet stay in the L1/L2 caches; with many symbols the 256 KiB table misses.
+constexpr int kPairTableMaxSymbols = 128;
 void build_pair_row(const std::array<uint32_t, 256>& enc, uint32_t b1, uint32_t* pair) {
   const uint32_t e1 = enc[b1], l1 = e1 >> 24;
   for (uint32_t b0 = 0; b0 < 256; ++b0) {
@@ -268,7 +271,7 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg : 0, 0);
   thread_local std::vector<uint32_t> pair;
   uint32_t* pair_ptr = nullptr;
-  if (n >= kPairTableMinBytes && *std::max_element(lengths.begin(), lengths.end()) <= 12) {
+  if (n >= kPairTableMinBytes && nsym <= kPairTableMaxSymbols && *std::max_element(lengths.begin(), lengths.end()) <= 12) {
     pair.resize(65536);
     pair_ptr = pair.data();
   }
