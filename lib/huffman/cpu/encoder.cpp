@@ -40,18 +40,20 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
     ++next_k;
     next_boundary += seg;
   };
+  // One codeword into the accumulator (and the gap array), without flushing.
+  auto append_one = [&](uint8_t symbol) {
+    const uint32_t e = enc[symbol];
+    const uint32_t len = e >> 24;
+    if constexpr (kGaps) {
+      if (p >= next_boundary) gap(p);
+      p += len;
+    }
+    acc = (acc << len) | (e & 0xFFFFFF);
+    nacc += len;
+  };
   // Until the first flush: that word may be shared with the previous part.
   if (nacc != 0) {
-    while (i < n && nacc < 32) {
-      const uint32_t e = enc[in[i++]];
-      const uint32_t len = e >> 24;
-      if constexpr (kGaps) {
-        if (p >= next_boundary) gap(p);
-        p += len;
-      }
-      acc = (acc << len) | (e & 0xFFFFFF);
-      nacc += len;
-    }
+    while (i < n && nacc < 32) append_one(in[i++]);
     if (nacc >= 32) {
       nacc -= 32;
       r.head = static_cast<uint32_t>(acc >> nacc);
@@ -113,14 +115,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
     w += full;
   }
   for (; i < n; ++i) {
-    const uint32_t e = enc[in[i]];
-    const uint32_t len = e >> 24;
-    if constexpr (kGaps) {
-      if (p >= next_boundary) gap(p);
-      p += len;
-    }
-    acc = (acc << len) | (e & 0xFFFFFF);
-    nacc += len;
+    append_one(in[i]);
     if (nacc >= 32) {
       nacc -= 32;
       *w++ = static_cast<uint32_t>(acc >> nacc);
