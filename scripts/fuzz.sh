@@ -11,7 +11,7 @@ cxx=$(command -v clang++ || command -v clang++-14)
 srcs=("$here"/lib/core/error.cpp "$here"/lib/huffman/format.cpp "$here"/lib/huffman/codebook.cpp
       "$here"/lib/huffman/cpu/encoder.cpp "$here"/lib/huffman/cpu/decoder.cpp "$here"/lib/huffman/cpu/stream.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Wno-unknown-pragmas
-       -I"$here/lib")
+       -I"$here/lib")  # xxh_x86dispatch.h maps XXH3 to libxxhash's dispatching entry points
 for target in huffman_decode_fuzzer huffman_roundtrip_fuzzer; do
   if [ ! -x "$out/$target" ] || [ -n "$(find "$here/lib/huffman" "$here/fuzz" -newer "$out/$target" -name '*.[ch]*' | head -1)" ]; then
     "$cxx" "${flags[@]}" "$here/fuzz/$target.cpp" "${srcs[@]}" -lxxhash -o "$out/$target"

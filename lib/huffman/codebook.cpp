@@ -155,13 +155,13 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
   for (size_t p = 0; p < sub_width.size(); ++p) {
     if (!sub_width[p]) continue;
     sub_start[p] = static_cast<uint32_t>(t.sub.size());
-    t.root[p] = 0x80000000u | (sub_start[p] << 5) | static_cast<uint32_t>(sub_width[p]);
+    t.root[p] = (sub_start[p] << 5) | static_cast<uint32_t>(sub_width[p]);  // count 0: a pointer
     t.sub.resize(t.sub.size() + (size_t{1} << sub_width[p]), 0);
   }
   for (int s = 0; s < 256; ++s) {
     const int len = lengths[s];
     if (!len) continue;
-    const uint32_t entry = static_cast<uint32_t>(s) | 1u << 24 | static_cast<uint32_t>(len) << 26;
+    const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 24 | 1u << 30;
     if (len <= K) {
       const uint32_t first = codes[s] << (K - len);
       for (uint32_t i = 0; i < (1u << (K - len)); ++i) t.root[first + i] = entry;
@@ -179,17 +179,17 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
     const uint32_t mask = (1u << K) - 1;
     for (uint32_t idx = 0; idx < t.root.size(); ++idx) {
       uint32_t e = single[idx];
-      if (e & 0x80000000u) continue;
+      if (entry_is_pointer(e)) continue;
       uint32_t used = entry_bits(e), syms = e & 0xFF;
       int count = 1;
       while (count < 3) {
         const uint32_t next = single[(idx << used) & mask];
-        if ((next & 0x80000000u) || used + entry_bits(next) > static_cast<uint32_t>(K)) break;
+        if (entry_is_pointer(next) || used + entry_bits(next) > static_cast<uint32_t>(K)) break;
         syms |= (next & 0xFF) << (8 * count);
         used += entry_bits(next);
         ++count;
       }
-      t.root[idx] = syms | static_cast<uint32_t>(count) << 24 | used << 26;
+      t.root[idx] = syms | used << 24 | static_cast<uint32_t>(count) << 30;
     }
   }
   return t;

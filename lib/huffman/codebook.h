@@ -35,11 +35,12 @@ void write_code_table(const CodeLengths& lengths, uint8_t* out);
 // `where` names the chunk and offset in the message.
 CodeLengths read_code_table(const uint8_t* in, size_t avail, int limit, size_t* consumed, const std::string& where);
 
-// Two-level decoding table. Entry: up to three symbols in bits 0-7, 8-15 and 16-23, their
-// count (1..3) in bits 24-25 and the bits they consume in bits 26-30; a root entry with bit 31
-// set points to a second-level table instead: index of its first entry in bits 5-30, its index
-// width in bits 0-4 (indexed by the bits that follow the K root bits). With `multi`, a root
-// entry whose K bits hold two or three whole codewords decodes them all at once.
+// Two-level decoding table. Entry: up to three symbols in bits 0-7, 8-15 and 16-23, the bits
+// they consume in bits 24-28 (bit 29 is 0) and their count (1..3) in bits 30-31. A root entry
+// with count 0 points to a second-level table instead: index of its first entry in bits 5-29,
+// its index width in bits 0-4 (indexed by the bits that follow the K root bits). With `multi`,
+// a root entry whose K bits hold two or three whole codewords decodes them all at once.
+// (x86 shifts use only the low 6 bits of a count, so `v << (e >> 24 & 63)` is one instruction.)
 struct DecodeTable {
   int root_bits = 0;
   int max_length = 0;
@@ -52,7 +53,9 @@ struct DecodeTable {
 DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits = 12, bool multi = false);
 
 // Field accessors of a table entry.
-inline uint32_t entry_bits(uint32_t e) { return (e >> 26) & 31; }
-inline uint32_t entry_count(uint32_t e) { return (e >> 24) & 3; }
+inline uint32_t entry_bits(uint32_t e) { return (e >> 24) & 31; }
+inline uint32_t entry_count(uint32_t e) { return e >> 30; }
+inline bool entry_is_pointer(uint32_t e) { return (e >> 30) == 0; }
+inline uint32_t pointer_index(uint32_t e) { return e >> 5; }
 
 }  // namespace hpcnn::huffman

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <xxhash.h>
+#include <xxh_x86dispatch.h>  // XXH3 with AVX2/AVX-512 when the CPU has them
 
 #include "core/atomic_file.h"
 #include "core/error.h"

@@ -1,6 +1,7 @@
 #include "huffman/format.h"
 
 #include <xxhash.h>
+#include <xxh_x86dispatch.h>  // XXH3 with AVX2/AVX-512 when the CPU has them
 
 #include <bit>
 #include <cstring>

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "huffman/bitstream.h"
 #include <xxhash.h>
+#include <xxh_x86dispatch.h>  // XXH3 with AVX2/AVX-512 when the CPU has them
 
 #include "huffman/codebook.h"
 #include "huffman/cpu/hot.h"
@@ -42,13 +43,13 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 #define HPCNN_DECODE_ONE(v, out)                                                    \
   do {                                                                              \
     uint32_t e_ = root[(v) >> root_shift];                                          \
-    if (kSub && __builtin_expect(e_ >> 31, 0)) {                                    \
+    if (kSub && __builtin_expect(entry_is_pointer(e_), 0)) {                        \
       const uint32_t width_ = e_ & 31;                                              \
-      e_ = sub[((e_ & 0x7FFFFFFFu) >> 5) + (((v) << root_bits) >> (64 - width_))];  \
+      e_ = sub[pointer_index(e_) + (((v) << root_bits) >> (64 - width_))];          \
     }                                                                               \
     std::memcpy((out), &e_, 4);                                                     \
-    (out) += (e_ >> 24) & 3;                                                        \
-    (v) <<= (e_ >> 26);                                                             \
+    (out) += e_ >> 30;                                                              \
+    (v) <<= (e_ >> 24) & 63;                                                        \
   } while (0)
 
 // A 57-bit window with a marker bit just below it: after the window has been shifted left by
@@ -106,7 +107,7 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
       // One codeword at a time: later codewords of a multi-symbol entry may belong to the next lane.
       const uint64_t v = peek57(be, pos);
       uint32_t e = root[v >> root_shift];
-      if (e >> 31) e = sub[((e & 0x7FFFFFFFu) >> 5) + ((v << root_bits) >> (64 - (e & 31)))];
+      if (entry_is_pointer(e)) e = sub[pointer_index(e) + ((v << root_bits) >> (64 - (e & 31)))];
       *out++ = static_cast<uint8_t>(e);
       pos += lengths[e & 0xFF];
     }
