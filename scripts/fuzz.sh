@@ -8,7 +8,7 @@ secs="${1:-60}"
 out="${2:-$here/build/fuzz}"
 mkdir -p "$out"
 cxx=$(command -v clang++ || command -v clang++-14)
-srcs=("$here"/lib/core/error.cpp "$here"/lib/huffman/format.cpp "$here"/lib/huffman/codebook.cpp
+srcs=("$here"/lib/core/error.cpp "$here"/lib/huffman/format.cpp "$here"/lib/huffman/codebook.cpp "$here"/lib/huffman/chunk_plan.cpp
       "$here"/lib/huffman/cpu/encoder.cpp "$here"/lib/huffman/cpu/decoder.cpp "$here"/lib/huffman/cpu/stream.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Wno-unknown-pragmas
        -I"$here/lib")  # xxh_x86dispatch.h maps XXH3 to libxxhash's dispatching entry points

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "huffman/bitstream.h"
+#include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
 #include "huffman/cpu/hot.h"
 
@@ -214,59 +215,27 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   Histogram hist{};
   for (const auto& h : part_hist)
     for (int s = 0; s < 256; ++s) hist[s] += h[s];
-  int nsym = 0, last = 0;
-  for (int s = 0; s < 256; ++s)
-    if (hist[s]) ++nsym, last = s;
-
-  ChunkHeader ch;
-  ch.original_length = static_cast<uint32_t>(n);
-  ch.checksum = checksum;
-  auto store_raw = [&] {
-    ch.mode = ChunkMode::raw;
-    ch.payload_length = static_cast<uint32_t>(n);
-    ch.bit_length = 0;
-    out.resize(kChunkHeaderSize + n);
-    std::memcpy(out.data() + kChunkHeaderSize, in, n);
-    write_chunk_header(ch, out.data());
-  };
-  if (nsym == 1) {
-    ch.mode = ChunkMode::single_symbol;
-    ch.payload_length = 1;
-    out.assign(kChunkHeaderSize + 1, 0);
-    out[kChunkHeaderSize] = static_cast<uint8_t>(last);
-    write_chunk_header(ch, out.data());
-    return;
-  }
-  const CodeLengths lengths = limited_code_lengths(hist, fh.code_limit);
-  const auto codes = canonical_codes(lengths);
-  std::array<uint32_t, 256> enc{};
-  for (int s = 0; s < 256; ++s) enc[s] = codes[s] | static_cast<uint32_t>(lengths[s]) << 24;
+  const ChunkPlan plan = plan_chunk(hist, n, fh);
+  if (plan.mode == ChunkMode::single_symbol) return write_single_symbol_chunk(plan, n, checksum, out);
+  if (plan.mode == ChunkMode::raw) return write_raw_chunk(in, n, checksum, out);
+  const auto& enc = plan.enc;
+  const auto& lay = plan.layout;
   std::vector<uint64_t> start(T + 1, 0);
   for (int t = 0; t < T; ++t) {
     uint64_t bits = 0;
-    for (int s = 0; s < 256; ++s) bits += part_hist[t][s] * lengths[s];
+    for (int s = 0; s < 256; ++s) bits += part_hist[t][s] * plan.lengths[s];
     start[t + 1] = start[t] + bits;
   }
   const uint64_t total_bits = start[T];
-  const PayloadLayout lay = huffman_layout(code_table_size(lengths), total_bits, fh);
-  if (lay.payload_length >= n) {
-    store_raw();
-    return;
-  }
-  ch.mode = ChunkMode::huffman;
-  ch.payload_length = static_cast<uint32_t>(lay.payload_length);
-  ch.bit_length = total_bits;
-  // Every word of the bitstream is written by exactly one part; zero only what comes before.
-  out.resize(kChunkHeaderSize + lay.payload_length);
-  std::memset(out.data(), 0, lay.words_offset);
-  write_chunk_header(ch, out.data());
-  write_code_table(lengths, out.data() + lay.table_offset);
+  begin_huffman_chunk(plan, out);
   auto* words = reinterpret_cast<uint32_t*>(out.data() + lay.words_offset);
   const uint64_t nseg = segment_count(total_bits, fh.segment_bits());
   std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg : 0, 0);
+  int nsym = 0;
+  for (int s = 0; s < 256; ++s) nsym += hist[s] != 0;
   thread_local std::vector<uint32_t> pair;
   uint32_t* pair_ptr = nullptr;
-  if (n >= kPairTableMinBytes && nsym <= kPairTableMaxSymbols && *std::max_element(lengths.begin(), lengths.end()) <= 12) {
+  if (n >= kPairTableMinBytes && nsym <= kPairTableMaxSymbols && *std::max_element(plan.lengths.begin(), plan.lengths.end()) <= 12) {
     pair.resize(65536);
     pair_ptr = pair.data();
   }
@@ -291,8 +260,7 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     uint8_t* g = out.data() + lay.gap_offset;
     for (uint64_t k = 0; k < nseg; ++k) g[k >> 1] |= static_cast<uint8_t>(gap_bytes[k] << ((k & 1) * 4));
   }
-  ch.meta_checksum = checksum32(out.data() + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize);
-  write_chunk_header(ch, out.data());
+  finish_huffman_chunk(plan, n, checksum, out);
 }
 
 }  // namespace hpcnn::huffman
