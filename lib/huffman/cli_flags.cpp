@@ -11,6 +11,8 @@ void add_codec_flags(CLI::App& app, FileJobOptions& o, bool encode_flags) {
   app.add_flag("--rm", o.remove_inputs, "Remove each input after its output was written and verified");
   app.add_option("-T,--threads", o.threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--gpu-memory-cap", o.gpu_memory_cap, "GPU memory the CUDA codec may use, e.g. 2G (default: no cap)")
+      ->transform(CLI::AsSizeValue(false));
   app.add_flag("--json", o.json, "Per-file statistics as JSON lines on stdout (stderr when data goes to stdout)");
   if (!encode_flags) return;
   static uint64_t chunk = 4u << 20;

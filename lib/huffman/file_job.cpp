@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "huffman/bitstream.h"
 #include "huffman/cpu/stream.h"
+#include "huffman/cuda/codec.h"
 
 namespace hpcnn::huffman {
 namespace fs = std::filesystem;
@@ -68,7 +69,8 @@ struct Digest {
   uint64_t value() const { return XXH3_64bits_digest(state.get()); }
 };
 
-void process_one(const FileJobOptions& o, const std::string& input, int threads, nlohmann::ordered_json& stats) {
+void process_one(const FileJobOptions& o, const std::string& input, int threads, const ChunkCodec& codec, const std::string& device,
+                 nlohmann::ordered_json& stats) {
   const bool from_stdin = input == "-";
   const bool data_to_stdout = !o.test_only && (o.to_stdout || (from_stdin && o.output.empty()));
   if (data_to_stdout && o.encode && ::isatty(STDOUT_FILENO))
@@ -97,7 +99,7 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
     else write_fd(STDOUT_FILENO, p, n, "to stdout");
   };
   const auto t0 = std::chrono::steady_clock::now();
-  StreamStats s = o.encode ? encode_stream(in.get(), sink, o.header, threads) : decode_stream(in.get(), sink, threads);
+  StreamStats s = o.encode ? encode_stream(in.get(), sink, o.header, codec) : decode_stream(in.get(), sink, codec);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (out) out->commit();
 
@@ -106,7 +108,7 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
     Fd check(::open(out_name.c_str(), O_RDONLY));
     if (check.get() < 0) throw_error(ErrorKind::io, "cannot reopen '" + out_name + "' to verify it");
     if (o.encode) {
-      decode_stream(check.get(), [](const uint8_t*, size_t) {}, threads);
+      decode_stream(check.get(), [](const uint8_t*, size_t) {}, codec);
     } else {
       Digest reread;
       std::vector<uint8_t> buf(1 << 20);
@@ -119,7 +121,7 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
   stats = {{"file", input}, {"output", o.test_only ? "" : out_name}, {"original_bytes", orig}, {"encoded_bytes", enc},
            {"ratio", orig ? static_cast<double>(enc) / static_cast<double>(orig) : 0.0}, {"chunks", s.chunks},
            {"seconds", secs}, {"MB_per_s", secs > 0 ? static_cast<double>(orig) / secs / 1e6 : 0.0},
-           {"threads", threads}, {"device", "cpu"}};
+           {"threads", threads}, {"device", device}};
   spdlog::debug("{}: {} -> {} bytes ({:.2f}%), {:.1f} MB/s", input, o.encode ? orig : enc, o.encode ? enc : orig,
                 orig ? 100.0 * static_cast<double>(enc) / static_cast<double>(orig) : 0.0, static_cast<double>(orig) / std::max(secs, 1e-9) / 1e6);
 }
@@ -134,10 +136,7 @@ int resolve_threads(int requested) {
 }
 
 int run_file_jobs(const FileJobOptions& o) {
-  if (o.device == "cuda")
-    throw_error(ErrorKind::device, "--device cuda: this build has no CUDA codec yet (it comes with the GPU issue); use --device cpu or auto");
-  if (o.device != "auto" && o.device != "cpu") throw_error(ErrorKind::usage, "--device must be auto, cpu or cuda");
-  if (o.device == "auto") spdlog::debug("--device auto: no CUDA codec in this build, using the CPU");
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") throw_error(ErrorKind::usage, "--device must be auto, cpu or cuda");
   std::vector<std::string> inputs = o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs;
   if (!o.output.empty() && inputs.size() > 1) throw_error(ErrorKind::usage, "-o names one output, but " + std::to_string(inputs.size()) + " inputs were given");
   if (!o.output.empty() && o.to_stdout) throw_error(ErrorKind::usage, "-o and -c exclude each other");
@@ -148,12 +147,29 @@ int run_file_jobs(const FileJobOptions& o) {
     if (o.header.code_limit < 8 || o.header.code_limit > kMaxCodeLength) throw_error(ErrorKind::usage, "--max-code-length must be 8..16");
   }
   const int threads = resolve_threads(o.threads);
+  // Device: cuda requires a GPU (exit code 5 otherwise); auto falls back to the CPU with a log line.
+  std::string device = "cpu", why;
+  std::shared_ptr<cuda::Codec> gpu;
+  if (o.device == "cuda" || (o.device == "auto" && cuda::available(&why))) {
+    gpu = std::make_shared<cuda::Codec>(o.gpu_memory_cap);
+    device = "cuda";
+  } else if (o.device == "auto") {
+    spdlog::info("--device auto: {}; using the CPU codec", why);
+  }
+  ChunkCodec codec = cpu_codec(threads);
+  if (gpu) {
+    codec.encode = [gpu](const uint8_t* in, size_t n, const FileHeader& fh, std::vector<uint8_t>& out) {
+      gpu->encode_chunk(in, n, fh, out);
+    };
+    codec.decode = [gpu](const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, uint8_t* out, uint64_t index,
+                         uint64_t offset) { gpu->decode_chunk(h, chunk, fh, out, index, offset); };
+  }
   const bool data_to_stdout = o.to_stdout || (inputs.size() == 1 && inputs[0] == "-" && o.output.empty());
   int code = 0;
   for (const auto& input : inputs) {
     try {
       nlohmann::ordered_json stats;
-      process_one(o, input, threads, stats);
+      process_one(o, input, threads, codec, device, stats);
       if (o.json) (data_to_stdout && !o.test_only ? std::cerr : std::cout) << stats.dump() << std::endl;
     } catch (const Error& e) {
       std::cerr << (o.encode ? "huffgpu-encode" : "huffgpu-decode") << ": error: " << input << ": " << e.what() << "\n";

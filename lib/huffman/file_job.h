@@ -27,6 +27,7 @@ struct FileJobOptions {
   bool json = false;                 // --json statistics
   int threads = 0;                   // 0: all cores
   std::string device = "auto";       // auto | cpu | cuda
+  size_t gpu_memory_cap = 0;         // bytes of GPU memory the CUDA codec may use (0: no cap)
   FileHeader header;                 // encode settings
 };
 

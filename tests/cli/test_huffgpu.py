@@ -119,7 +119,7 @@ def test_output_naming_force_keep_rm_json(tmp_path):
     assert src.read_bytes() == data and not (tmp_path / "a.txt.huf").exists()
     # -c with --json: statistics go to stderr, data to stdout
     p = run([ENC, "-c", "--json", src])
-    assert json.loads(p.stderr)["original_bytes"] == len(data) and decode(p.stdout) == data
+    assert json.loads(p.stderr.splitlines()[-1])["original_bytes"] == len(data) and decode(p.stdout) == data
 
 
 def test_several_files_and_a_failure(tmp_path):
@@ -174,7 +174,7 @@ def fails(tmp_path, blob, *words):
     p = run([DEC, f], check=False)
     assert p.returncode == 2, (p.returncode, p.stderr)
     msg = p.stderr.decode()
-    assert msg.startswith("huffgpu-decode: error: ") and str(f) in msg
+    assert "huffgpu-decode: error: " + str(f) in msg
     for w in words:
         assert w in msg, (w, msg)
     assert sorted(os.listdir(tmp_path)) == ["bad.huf"]  # no output, no temporary file

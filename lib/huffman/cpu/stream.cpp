@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,24 @@ size_t read_full(int fd, uint8_t* buf, size_t n) {
   return got;
 }
 
+ChunkCodec cpu_codec(int threads) {
+  ChunkCodec c;
+  c.encode = [threads](const uint8_t* in, size_t n, const FileHeader& fh, std::vector<uint8_t>& out) {
+    encode_chunk(in, n, fh, threads, out);
+  };
+  auto scratch = std::make_shared<DecoderScratch>();
+  c.decode = [threads, scratch](const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, uint8_t* out, uint64_t index,
+                                uint64_t offset) { decode_chunk(h, chunk, fh, threads, out, *scratch, index, offset); };
+  return c;
+}
+
 StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header, int threads) {
+  return encode_stream(in_fd, sink, header, cpu_codec(threads));
+}
+
+StreamStats decode_stream(int in_fd, const Sink& sink, int threads) { return decode_stream(in_fd, sink, cpu_codec(threads)); }
+
+StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header, const ChunkCodec& codec) {
   StreamStats st;
   uint8_t fh[kFileHeaderSize];
   write_file_header(header, fh);
@@ -38,7 +56,7 @@ StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header,
   for (;;) {
     const size_t n = read_full(in_fd, in.data(), in.size());
     if (n == 0) break;
-    encode_chunk(in.data(), n, header, threads, out);
+    codec.encode(in.data(), n, header, out);
     TableEntry e{st.encoded_bytes, static_cast<uint32_t>(out.size()), static_cast<uint32_t>(n)};
     table.resize(table.size() + kTableEntrySize);
     write_table_entry(e, table.data() + table.size() - kTableEntrySize);
@@ -65,14 +83,13 @@ StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header,
   return st;
 }
 
-StreamStats decode_stream(int in_fd, const Sink& sink, int threads) {
+StreamStats decode_stream(int in_fd, const Sink& sink, const ChunkCodec& codec) {
   StreamStats st;
   uint8_t fhb[kFileHeaderSize];
   const FileHeader fh = read_file_header(fhb, read_full(in_fd, fhb, sizeof fhb));
   uint64_t offset = kFileHeaderSize;
   std::vector<uint8_t> chunk, out(fh.chunk_size);
   std::vector<TableEntry> seen;
-  DecoderScratch scratch;
   for (uint64_t index = 0;; ++index) {
     chunk.resize(kChunkHeaderSize);
     const size_t got = read_full(in_fd, chunk.data(), kChunkHeaderSize);
@@ -90,7 +107,7 @@ StreamStats decode_stream(int in_fd, const Sink& sink, int threads) {
     chunk.resize(kChunkHeaderSize + h.payload_length);
     if (read_full(in_fd, chunk.data() + kChunkHeaderSize, h.payload_length) < h.payload_length)
       throw_error(ErrorKind::bad_input, "truncated stream: chunk payload cut short " + chunk_where(index, offset));
-    decode_chunk(h, chunk.data(), fh, threads, out.data(), scratch, index, offset);
+    codec.decode(h, chunk.data(), fh, out.data(), index, offset);
     sink(out.data(), h.original_length);
     seen.push_back({offset, static_cast<uint32_t>(chunk.size()), h.original_length});
     offset += chunk.size();

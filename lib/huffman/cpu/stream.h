@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "huffman/format.h"
 
@@ -23,6 +24,18 @@ struct StreamStats {
   uint64_t chunks = 0;
 };
 
+// The per-chunk work of a codec (CPU or CUDA); the stream layout is the same for both.
+struct ChunkCodec {
+  std::function<void(const uint8_t* in, size_t n, const FileHeader& fh, std::vector<uint8_t>& out)> encode;
+  std::function<void(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, uint8_t* out, uint64_t index,
+                     uint64_t offset)>
+      decode;
+};
+ChunkCodec cpu_codec(int threads);
+
+StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header, const ChunkCodec& codec);
+StreamStats decode_stream(int in_fd, const Sink& sink, const ChunkCodec& codec);
+// The CPU codec with `threads` threads.
 StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header, int threads);
 StreamStats decode_stream(int in_fd, const Sink& sink, int threads);
 

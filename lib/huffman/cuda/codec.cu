@@ -1,0 +1,501 @@
+// CUDA kernels and host driver of the huffgpu codec; see codec.h.
+#include "huffman/cuda/codec.h"
+
+#include <cuda_runtime.h>
+
+#include <cub/block/block_scan.cuh>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "huffman/bitstream.h"
+#include "huffman/chunk_plan.h"
+#include "huffman/codebook.h"
+
+namespace hpcnn::huffman::cuda {
+
+#define HPCNN_CUDA_CHECK(call)                                                                          \
+  do {                                                                                                  \
+    const cudaError_t err_ = (call);                                                                    \
+    if (err_ != cudaSuccess)                                                                            \
+      throw_error(ErrorKind::device, std::string(#call) + " failed at " __FILE__ ":" + std::to_string(__LINE__) + \
+                                         ": " + cudaGetErrorString(err_));                              \
+  } while (0)
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kItems = 16;                     // symbols per encoder thread
+constexpr int kTile = kThreads * kItems;       // symbols per encoder tile
+constexpr int kRootBits = 12;                  // first-level decode table: 4096 entries
+constexpr uint32_t kNoError = 0xFFFFFFFFu;
+
+// ---- decoupled look-back (single-kernel soft synchronization) --------------------------------
+// Tile status: flag in the top two bits (0 not ready, 1 aggregate, 2 inclusive prefix), the
+// value in the low 62 bits. Called by one thread per block; returns the exclusive prefix.
+constexpr unsigned long long kFlagAggregate = 1ull << 62, kFlagPrefix = 2ull << 62, kValueMask = (1ull << 62) - 1;
+
+__device__ unsigned long long look_back(unsigned long long* status, unsigned tile, unsigned long long aggregate) {
+  if (tile == 0) {
+    atomicExch(&status[0], kFlagPrefix | aggregate);
+    return 0;
+  }
+  atomicExch(&status[tile], kFlagAggregate | aggregate);
+  unsigned long long exclusive = 0;
+  long long p = static_cast<long long>(tile) - 1;
+  while (p >= 0) {
+    const unsigned long long s = atomicAdd(&status[p], 0ull);  // coherent read
+    const unsigned long long flag = s & ~kValueMask;
+    if (flag == 0) continue;  // the predecessor has not published yet: it runs, since it started earlier
+    exclusive += s & kValueMask;
+    if (flag == kFlagPrefix) break;
+    --p;
+  }
+  atomicExch(&status[tile], kFlagPrefix | (exclusive + aggregate));
+  return exclusive;
+}
+
+// ---- histogram -------------------------------------------------------------------------------
+__global__ void histogram_kernel(const uint8_t* __restrict__ in, size_t n, unsigned int* __restrict__ counts) {
+  __shared__ unsigned int h[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) h[i] = 0;
+  __syncthreads();
+  const size_t nwords = n / 4;
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(in);
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < nwords; i += stride) {
+    const uint32_t v = w[i];
+    atomicAdd(&h[v & 0xFF], 1u);
+    atomicAdd(&h[(v >> 8) & 0xFF], 1u);
+    atomicAdd(&h[(v >> 16) & 0xFF], 1u);
+    atomicAdd(&h[v >> 24], 1u);
+  }
+  if (blockIdx.x == 0)
+    for (size_t i = nwords * 4 + threadIdx.x; i < n; i += blockDim.x) atomicAdd(&h[in[i]], 1u);
+  __syncthreads();
+  for (int i = threadIdx.x; i < 256; i += blockDim.x)
+    if (h[i]) atomicAdd(&counts[i], h[i]);
+}
+
+// ---- encode ----------------------------------------------------------------------------------
+__global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const uint32_t* __restrict__ enc_table,
+                              uint32_t* __restrict__ words, uint32_t* __restrict__ gaps, unsigned long long* status,
+                              unsigned int* tile_counter, uint32_t segment_log2, unsigned long long total_bits) {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ uint32_t enc[256];
+  __shared__ unsigned int tile_s;
+  __shared__ unsigned long long prefix_s;
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) enc[i] = enc_table[i];
+  if (threadIdx.x == 0) tile_s = atomicAdd(tile_counter, 1u);
+  __syncthreads();
+  const unsigned tile = tile_s;
+  const size_t base = static_cast<size_t>(tile) * kTile + static_cast<size_t>(threadIdx.x) * kItems;
+  uint32_t bits = 0;
+  for (int k = 0; k < kItems; ++k)
+    if (base + k < n) bits += enc[in[base + k]] >> 24;
+  uint32_t exclusive = 0, aggregate = 0;
+  Scan(scan_storage).ExclusiveSum(bits, exclusive, aggregate);
+  if (threadIdx.x == 0) prefix_s = look_back(status, tile, aggregate);
+  __syncthreads();
+  if (base >= n) return;
+  uint64_t pos = prefix_s + exclusive;
+  // Start of the codeword before this thread's first one (none for the very first).
+  uint64_t prev = base == 0 ? UINT64_MAX : pos - (enc[in[base - 1]] >> 24);
+  uint64_t wi = pos >> 5;
+  uint32_t nacc = static_cast<uint32_t>(pos & 31);
+  bool shared_first = nacc != 0;  // the first word is shared with the previous thread
+  uint64_t acc = 0;
+  const size_t end = min(n, base + kItems);
+  for (size_t i = base; i < end; ++i) {
+    const uint32_t e = enc[in[i]];
+    const uint32_t len = e >> 24;
+    if (gaps) {
+      // Segment k's entry belongs to the first codeword start at or after k*S.
+      const uint64_t k = pos >> segment_log2;
+      if (prev == UINT64_MAX ? true : (k << segment_log2) > prev)
+        if ((k << segment_log2) <= pos) atomicOr(&gaps[k >> 3], static_cast<uint32_t>(pos - (k << segment_log2)) << ((k & 7) * 4));
+    }
+    prev = pos;
+    pos += len;
+    acc = (acc << len) | (e & 0xFFFFFF);
+    nacc += len;
+    if (nacc >= 32) {
+      nacc -= 32;
+      const uint32_t w = static_cast<uint32_t>(acc >> nacc);
+      if (shared_first) atomicOr(&words[wi], w);
+      else words[wi] = w;
+      shared_first = false;
+      ++wi;
+    }
+  }
+  if (nacc > 0) atomicOr(&words[wi], static_cast<uint32_t>(acc << (32 - nacc)));  // shared with the next thread
+  if (gaps && end == n) {
+    // The end of the stream is a boundary too, for a last segment without a codeword start.
+    const uint64_t k = (prev >> segment_log2) + 1;
+    if ((k << segment_log2) < total_bits)
+      atomicOr(&gaps[k >> 3], static_cast<uint32_t>(total_bits - (k << segment_log2)) << ((k & 7) * 4));
+  }
+}
+
+// ---- decode ----------------------------------------------------------------------------------
+struct DeviceTable {
+  const uint32_t* root;  // 4096 entries (copied to shared memory by each block)
+  const uint32_t* sub;   // second-level entries (global memory; only for codes over 12 bits)
+};
+
+__device__ __forceinline__ uint32_t decode_entry(const uint32_t* root, const uint32_t* sub, const uint32_t* words,
+                                                 uint64_t nwords, uint64_t pos) {
+  const uint32_t v = peek32(words, nwords, pos);
+  uint32_t e = root[v >> (32 - kRootBits)];
+  if ((e >> 30) == 0) e = sub[(e >> 5) + ((v << kRootBits) >> (32 - (e & 31)))];
+  return e;
+}
+
+// Start of segment k: from the gap array, or from the self-synchronized starts.
+__device__ __forceinline__ uint64_t segment_start(uint64_t k, uint64_t nseg, uint64_t total_bits, uint32_t segment_log2,
+                                                  const uint8_t* gaps, const unsigned long long* starts) {
+  if (k >= nseg) return total_bits;
+  if (starts) return starts[k];
+  return (k << segment_log2) + read_gap(gaps, k);
+}
+
+__global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nwords, DeviceTable table, const uint8_t* gaps,
+                              const unsigned long long* starts, uint64_t nseg, uint32_t segment_log2,
+                              unsigned long long total_bits, uint8_t* __restrict__ out, unsigned long long out_len,
+                              unsigned long long* status, unsigned int* tile_counter, unsigned int* error_segment) {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ uint32_t root[1 << kRootBits];
+  __shared__ unsigned int tile_s;
+  __shared__ unsigned long long prefix_s;
+  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[i];
+  if (threadIdx.x == 0) tile_s = atomicAdd(tile_counter, 1u);
+  __syncthreads();
+  const uint64_t k = static_cast<uint64_t>(tile_s) * kThreads + threadIdx.x;
+  uint64_t begin = 0, end = 0;
+  uint32_t count = 0;
+  bool ok = true;
+  if (k < nseg) {
+    begin = segment_start(k, nseg, total_bits, segment_log2, gaps, starts);
+    end = segment_start(k + 1, nseg, total_bits, segment_log2, gaps, starts);
+    if (begin > end || end > total_bits) ok = false;
+    uint64_t pos = begin;
+    while (ok && pos < end) {
+      pos += (decode_entry(root, table.sub, words, nwords, pos) >> 24) & 31;
+      ++count;
+    }
+    if (!ok || pos != end) {
+      ok = false;
+      count = 0;
+      atomicMin(error_segment, static_cast<unsigned int>(min(k, uint64_t{0xFFFFFFFE})));
+    }
+  }
+  uint32_t exclusive = 0, aggregate = 0;
+  Scan(scan_storage).ExclusiveSum(count, exclusive, aggregate);
+  if (threadIdx.x == 0) prefix_s = look_back(status, tile_s, aggregate);
+  __syncthreads();
+  if (k >= nseg || !ok) return;
+  uint64_t o = prefix_s + exclusive;
+  if (o + count > out_len) {
+    atomicMin(error_segment, static_cast<unsigned int>(min(k, uint64_t{0xFFFFFFFE})));
+    return;
+  }
+  // Second pass: write the symbols, four at a time where the output is word-aligned.
+  uint64_t pos = begin;
+  uint32_t pack = 0;
+  int packed = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t e = decode_entry(root, table.sub, words, nwords, pos);
+    pos += (e >> 24) & 31;
+    const uint8_t sym = static_cast<uint8_t>(e);
+    if (packed == 0 && (o & 3) != 0) {
+      out[o++] = sym;  // unaligned head
+      continue;
+    }
+    pack |= static_cast<uint32_t>(sym) << (8 * packed);
+    if (++packed == 4) {
+      *reinterpret_cast<uint32_t*>(out + o) = pack;
+      o += 4;
+      pack = 0;
+      packed = 0;
+    }
+  }
+  for (int b = 0; b < packed; ++b) out[o++] = static_cast<uint8_t>(pack >> (8 * b));
+}
+
+// Self-synchronization round: thread k decodes from starts_in[k] up to the first codeword
+// boundary at or after (k+1)*S and proposes it as the start of segment k+1.
+__global__ void sync_kernel(const uint32_t* __restrict__ words, uint64_t nwords, DeviceTable table,
+                            const unsigned long long* __restrict__ starts_in, unsigned long long* __restrict__ starts_out,
+                            uint64_t nseg, uint32_t segment_log2, unsigned long long total_bits, unsigned int* changed) {
+  __shared__ uint32_t root[1 << kRootBits];
+  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[i];
+  __syncthreads();
+  const uint64_t k = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k == 0) starts_out[0] = 0;
+  if (k + 1 >= nseg) return;
+  const uint64_t limit = min((k + 1) << segment_log2, static_cast<uint64_t>(total_bits));
+  uint64_t pos = starts_in[k];
+  while (pos < limit) pos += (decode_entry(root, table.sub, words, nwords, pos) >> 24) & 31;
+  starts_out[k + 1] = pos;
+  if (pos != starts_in[k + 1]) atomicOr(changed, 1u);
+}
+
+__global__ void init_starts_kernel(unsigned long long* starts, uint64_t nseg, uint32_t segment_log2) {
+  const uint64_t k = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k < nseg) starts[k] = k << segment_log2;
+}
+
+unsigned int blocks_for(uint64_t items, uint64_t per_block) {
+  return static_cast<unsigned int>((items + per_block - 1) / per_block);
+}
+
+// A device buffer that grows.
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  void reserve(size_t n) {
+    if (n <= count) return;
+    if (ptr) cudaFree(ptr);
+    ptr = nullptr;
+    count = 0;
+    HPCNN_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)));
+    count = n;
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+};
+
+struct PinnedBuffer {
+  uint8_t* ptr = nullptr;
+  size_t size = 0;
+  void reserve(size_t n) {
+    if (n <= size) return;
+    if (ptr) cudaFreeHost(ptr);
+    ptr = nullptr;
+    size = 0;
+    HPCNN_CUDA_CHECK(cudaMallocHost(&ptr, std::max<size_t>(n, 1)));
+    size = n;
+  }
+  ~PinnedBuffer() {
+    if (ptr) cudaFreeHost(ptr);
+  }
+};
+
+}  // namespace
+
+bool available(std::string* why) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    if (why) *why = err != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")" : "no CUDA device present";
+    return false;
+  }
+  return true;
+}
+
+struct Codec::Impl {
+  size_t memory_cap = 0;
+  cudaStream_t stream[2] = {nullptr, nullptr};
+  cudaEvent_t start = nullptr, stop = nullptr;
+  DeviceBuffer<uint8_t> in, out;
+  DeviceBuffer<uint32_t> words, gaps, table;
+  DeviceBuffer<unsigned int> counts, counter, error;
+  DeviceBuffer<unsigned long long> status, starts_a, starts_b;
+  PinnedBuffer pinned_in, pinned_out;
+
+  void check_cap(size_t bytes) const {
+    if (memory_cap && bytes > memory_cap)
+      throw_error(ErrorKind::usage, "a chunk needs " + std::to_string(bytes) + " bytes of GPU memory, over the cap of " +
+                                        std::to_string(memory_cap) + "; use a smaller --chunk-size");
+  }
+};
+
+Codec::Codec(size_t memory_cap) : impl_(std::make_unique<Impl>()) {
+  std::string why;
+  if (!available(&why)) throw_error(ErrorKind::device, "--device cuda: " + why);
+  impl_->memory_cap = memory_cap;
+  for (auto& s : impl_->stream) HPCNN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  HPCNN_CUDA_CHECK(cudaEventCreate(&impl_->start));
+  HPCNN_CUDA_CHECK(cudaEventCreate(&impl_->stop));
+}
+
+Codec::~Codec() {
+  for (auto& s : impl_->stream)
+    if (s) cudaStreamDestroy(s);
+  if (impl_->start) cudaEventDestroy(impl_->start);
+  if (impl_->stop) cudaEventDestroy(impl_->stop);
+}
+
+void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std::vector<uint8_t>& out) {
+  Impl& m = *impl_;
+  if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
+  const size_t max_words = (n * kMaxCodeLength + 31) / 32;
+  const size_t max_gap_words = (segment_count(uint64_t{n} * kMaxCodeLength, fh.segment_bits()) + 7) / 8 + 1;
+  const size_t tiles = (n + kTile - 1) / kTile;
+  m.check_cap(n + 4 * max_words + 4 * max_gap_words + 8 * tiles);
+  m.in.reserve(n);
+  m.words.reserve(max_words);
+  m.gaps.reserve(max_gap_words);
+  m.status.reserve(tiles);
+  m.counts.reserve(256);
+  m.counter.reserve(1);
+  m.table.reserve(256);
+  m.pinned_in.reserve(n);
+  std::memcpy(m.pinned_in.ptr, in, n);
+
+  // Upload in pieces on two streams, each piece histogrammed as soon as it has arrived.
+  cudaStream_t s0 = m.stream[0];
+  HPCNN_CUDA_CHECK(cudaMemsetAsync(m.counts.ptr, 0, 256 * sizeof(unsigned int), s0));
+  HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
+  HPCNN_CUDA_CHECK(cudaEventRecord(m.start, s0));
+  constexpr size_t kPiece = 8u << 20;
+  for (size_t off = 0, i = 0; off < n; off += kPiece, ++i) {
+    const size_t len = std::min(kPiece, n - off);
+    cudaStream_t s = m.stream[i % 2];
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.in.ptr + off, m.pinned_in.ptr + off, len, cudaMemcpyHostToDevice, s));
+    histogram_kernel<<<blocks_for(len / 4 + 1, kThreads * 16), kThreads, 0, s>>>(m.in.ptr + off, len, m.counts.ptr);
+    HPCNN_CUDA_CHECK(cudaGetLastError());
+  }
+  unsigned int counts32[256];
+  HPCNN_CUDA_CHECK(cudaStreamSynchronize(m.stream[1]));
+  HPCNN_CUDA_CHECK(cudaMemcpyAsync(counts32, m.counts.ptr, sizeof counts32, cudaMemcpyDeviceToHost, s0));
+  HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
+  Histogram hist{};
+  for (int s = 0; s < 256; ++s) hist[s] = counts32[s];
+  const uint64_t checksum = checksum64(in, n);
+  const ChunkPlan plan = plan_chunk(hist, n, fh);
+  if (plan.mode == ChunkMode::single_symbol) return write_single_symbol_chunk(plan, n, checksum, out);
+  if (plan.mode == ChunkMode::raw) return write_raw_chunk(in, n, checksum, out);
+
+  const PayloadLayout& lay = plan.layout;
+  const uint64_t nseg = segment_count(plan.total_bits, fh.segment_bits());
+  const size_t gap_words = fh.gap_array() ? (nseg + 7) / 8 : 0;
+  HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.table.ptr, plan.enc.data(), 256 * sizeof(uint32_t), cudaMemcpyHostToDevice, s0));
+  HPCNN_CUDA_CHECK(cudaMemsetAsync(m.words.ptr, 0, lay.words_count * sizeof(uint32_t), s0));
+  if (gap_words) HPCNN_CUDA_CHECK(cudaMemsetAsync(m.gaps.ptr, 0, gap_words * sizeof(uint32_t), s0));
+  HPCNN_CUDA_CHECK(cudaMemsetAsync(m.status.ptr, 0, tiles * sizeof(unsigned long long), s0));
+  HPCNN_CUDA_CHECK(cudaMemsetAsync(m.counter.ptr, 0, sizeof(unsigned int), s0));
+  encode_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, s0>>>(m.in.ptr, n, m.table.ptr, m.words.ptr,
+                                                                     gap_words ? m.gaps.ptr : nullptr, m.status.ptr,
+                                                                     m.counter.ptr, fh.segment_log2, plan.total_bits);
+  HPCNN_CUDA_CHECK(cudaGetLastError());
+  HPCNN_CUDA_CHECK(cudaEventRecord(m.stop, s0));
+  begin_huffman_chunk(plan, out);
+  const size_t out_bytes = lay.words_count * 4 + gap_words * 4;
+  m.pinned_out.reserve(out_bytes);
+  HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.pinned_out.ptr, m.words.ptr, lay.words_count * 4, cudaMemcpyDeviceToHost, s0));
+  if (gap_words)
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.pinned_out.ptr + lay.words_count * 4, m.gaps.ptr, gap_words * 4, cudaMemcpyDeviceToHost, s0));
+  HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
+  float ms = 0;
+  HPCNN_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
+  times_.kernel_ms = ms;
+  std::memcpy(out.data() + lay.words_offset, m.pinned_out.ptr, lay.words_count * 4);
+  if (fh.gap_array()) std::memcpy(out.data() + lay.gap_offset, m.pinned_out.ptr + lay.words_count * 4, lay.gap_size);
+  finish_huffman_chunk(plan, n, checksum, out);
+}
+
+void Codec::decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, uint8_t* out, uint64_t index,
+                         uint64_t offset) {
+  Impl& m = *impl_;
+  const std::string where = chunk_where(index, offset);
+  const uint8_t* payload = chunk + kChunkHeaderSize;
+  if (h.mode == ChunkMode::raw) {
+    std::memcpy(out, payload, h.original_length);
+  } else if (h.mode == ChunkMode::single_symbol) {
+    std::memset(out, payload[0], h.original_length);
+  } else if (h.mode == ChunkMode::huffman) {
+    size_t table_size = 0;
+    const CodeLengths lengths = read_code_table(payload, h.payload_length, fh.code_limit, &table_size,
+                                                "in chunk " + std::to_string(index) + " at byte offset " + std::to_string(offset + kChunkHeaderSize));
+    const PayloadLayout lay = huffman_layout(table_size, h.bit_length, fh);
+    if (lay.payload_length != h.payload_length)
+      throw_error(ErrorKind::bad_input, "payload length does not match its bit length and tables " + where);
+    if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
+      throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
+    const DecodeTable table = build_decode_table(lengths, kRootBits, /*multi=*/false);
+    const uint64_t nseg = segment_count(h.bit_length, fh.segment_bits());
+    const size_t root_words = table.root.size(), sub_words = std::max<size_t>(table.sub.size(), 1);
+    m.check_cap(lay.words_count * 4 + lay.gap_size + h.original_length + 16 * nseg + 4 * (root_words + sub_words));
+    m.words.reserve(lay.words_count + 1);
+    m.gaps.reserve(lay.gap_size / 4 + 2);
+    m.table.reserve(root_words + sub_words);
+    m.out.reserve(h.original_length + 4);
+    m.status.reserve(nseg / kThreads + 1);
+    m.counter.reserve(1);
+    m.error.reserve(1);
+    m.pinned_in.reserve(lay.words_count * 4 + lay.gap_size + 4 * (root_words + sub_words));
+    cudaStream_t s0 = m.stream[0];
+    uint8_t* staging = m.pinned_in.ptr;
+    std::memcpy(staging, chunk + lay.words_offset, lay.words_count * 4);
+    std::memcpy(staging + lay.words_count * 4, chunk + lay.gap_offset, lay.gap_size);
+    std::memcpy(staging + lay.words_count * 4 + lay.gap_size, table.root.data(), root_words * 4);
+    if (!table.sub.empty()) std::memcpy(staging + lay.words_count * 4 + lay.gap_size + root_words * 4, table.sub.data(), table.sub.size() * 4);
+    HPCNN_CUDA_CHECK(cudaEventRecord(m.start, s0));
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.words.ptr, staging, lay.words_count * 4, cudaMemcpyHostToDevice, s0));
+    if (lay.gap_size)
+      HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.gaps.ptr, staging + lay.words_count * 4, lay.gap_size, cudaMemcpyHostToDevice, s0));
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.table.ptr, staging + lay.words_count * 4 + lay.gap_size, (root_words + table.sub.size()) * 4,
+                                     cudaMemcpyHostToDevice, s0));
+    const DeviceTable dt{m.table.ptr, m.table.ptr + root_words};
+    const unsigned long long* starts = nullptr;
+    if (!fh.gap_array()) {
+      // Self-synchronization rounds until no segment start changes.
+      m.starts_a.reserve(nseg);
+      m.starts_b.reserve(nseg);
+      init_starts_kernel<<<blocks_for(nseg, kThreads), kThreads, 0, s0>>>(m.starts_a.ptr, nseg, fh.segment_log2);
+      HPCNN_CUDA_CHECK(cudaGetLastError());
+      unsigned long long* cur = m.starts_a.ptr;
+      unsigned long long* next = m.starts_b.ptr;
+      for (uint64_t round = 0;; ++round) {
+        if (round > nseg + 1) throw_error(ErrorKind::bad_input, "self-synchronization does not converge " + where);
+        HPCNN_CUDA_CHECK(cudaMemsetAsync(m.error.ptr, 0, sizeof(unsigned int), s0));
+        sync_kernel<<<blocks_for(nseg, kThreads), kThreads, 0, s0>>>(m.words.ptr, lay.words_count, dt, cur, next, nseg,
+                                                                      fh.segment_log2, h.bit_length, m.error.ptr);
+        HPCNN_CUDA_CHECK(cudaGetLastError());
+        unsigned int changed = 0;
+        HPCNN_CUDA_CHECK(cudaMemcpyAsync(&changed, m.error.ptr, sizeof changed, cudaMemcpyDeviceToHost, s0));
+        HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
+        std::swap(cur, next);
+        if (!changed) break;
+      }
+      starts = cur;
+    }
+    const unsigned int no_error = kNoError;
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.error.ptr, &no_error, sizeof no_error, cudaMemcpyHostToDevice, s0));
+    const size_t tiles = nseg / kThreads + 1;
+    HPCNN_CUDA_CHECK(cudaMemsetAsync(m.status.ptr, 0, tiles * sizeof(unsigned long long), s0));
+    HPCNN_CUDA_CHECK(cudaMemsetAsync(m.counter.ptr, 0, sizeof(unsigned int), s0));
+    decode_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, s0>>>(
+        m.words.ptr, lay.words_count, dt, reinterpret_cast<const uint8_t*>(m.gaps.ptr), starts, nseg, fh.segment_log2,
+        h.bit_length, m.out.ptr, h.original_length, m.status.ptr, m.counter.ptr, m.error.ptr);
+    HPCNN_CUDA_CHECK(cudaGetLastError());
+    HPCNN_CUDA_CHECK(cudaEventRecord(m.stop, s0));
+    m.pinned_out.reserve(h.original_length);
+    unsigned int error_segment = kNoError;
+    unsigned long long last_status = 0;
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(&error_segment, m.error.ptr, sizeof error_segment, cudaMemcpyDeviceToHost, s0));
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(&last_status, m.status.ptr + (tiles - 1), sizeof last_status, cudaMemcpyDeviceToHost, s0));
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.pinned_out.ptr, m.out.ptr, h.original_length, cudaMemcpyDeviceToHost, s0));
+    HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
+    float ms = 0;
+    HPCNN_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
+    times_.kernel_ms = ms;
+    if (error_segment != kNoError)
+      throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array at segment " + std::to_string(error_segment) + " " + where);
+    if ((last_status & kValueMask) != h.original_length)
+      throw_error(ErrorKind::bad_input, "decoded " + std::to_string(last_status & kValueMask) + " symbols, the chunk header says " +
+                                            std::to_string(h.original_length) + " " + where);
+    std::memcpy(out, m.pinned_out.ptr, h.original_length);
+  } else {
+    throw_error(ErrorKind::bad_input, "cannot decode chunk mode " + std::to_string(static_cast<int>(h.mode)) + " " + where);
+  }
+  if (checksum64(out, h.original_length) != h.checksum)
+    throw_error(ErrorKind::bad_input, "checksum mismatch: the decoded chunk differs from the original " + where);
+}
+
+}  // namespace hpcnn::huffman::cuda
