@@ -13,11 +13,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <xxhash.h>
-#include <xxh_x86dispatch.h>  // XXH3 with AVX2/AVX-512 when the CPU has them
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/xxhash.h"
 #include "huffman/bitstream.h"
 #include "huffman/cpu/stream.h"
 #include "huffman/cuda/codec.h"

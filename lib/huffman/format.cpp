@@ -1,12 +1,11 @@
 #include "huffman/format.h"
 
-#include <xxhash.h>
-#include <xxh_x86dispatch.h>  // XXH3 with AVX2/AVX-512 when the CPU has them
 
 #include <bit>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/xxhash.h"
 #include "huffman/bitstream.h"
 
 static_assert(std::endian::native == std::endian::little, "the huffgpu codec assumes a little-endian host");

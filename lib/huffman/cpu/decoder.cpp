@@ -5,9 +5,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/xxhash.h"
 #include "huffman/bitstream.h"
-#include <xxhash.h>
-#include <xxh_x86dispatch.h>  // XXH3 with AVX2/AVX-512 when the CPU has them
 
 #include "huffman/codebook.h"
 #include "huffman/cpu/hot.h"

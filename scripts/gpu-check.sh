@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# GPU check of the huffgpu CUDA codec, for a machine with one H200-class GPU, CMake, the CUDA
+# toolkit and Python but none of the Debian -dev packages and no network; finishes within
+# 8 minutes. Prepare here first: `bash scripts/fetch-gpu-deps.sh` (headers into .deps/) and copy
+# /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz into .deps/data/; then run this
+# there with .deps carried. It builds the codec-only configuration with CUDA, runs the GPU tests
+# (CUDA vs CPU bytes, cross decoding, corrupt streams), command-line checks (same bytes as the
+# CPU, round trips, a memory cap, 4.3 GB through pipes) and the benchmark (>= 1 GiB input).
+# Logs go to $OUT (or out/gpu-check).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+log="${OUT:-$here/out/gpu-check}"
+mkdir -p "$log"
+build="$here/build-gpu"
+arch="${CUDA_ARCH:-90}"
+step() { echo "== $*" | tee -a "$log/summary.txt"; }
+
+step "configure + build (codec only, CUDA arch $arch)"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHPCNN_CODEC_ONLY=ON -DHPCNN_DEPS_DIR="$here/.deps/root" \
+  -DHPCNN_WITH_CUDA=ON -DHPCNN_WITH_MPI=OFF -DHPCNN_WITH_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$log/configure.txt" 2>&1
+cmake --build "$build" -j"$(nproc)" > "$log/build.txt" 2>&1 || { tail -40 "$log/build.txt"; exit 1; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log/summary.txt" || true
+
+step "unit tests (CPU) and GPU tests"
+"$build/tests/unit_tests" 2>&1 | tail -3 | tee -a "$log/summary.txt"
+"$build/tests/gpu_tests" 2>&1 | tail -3 | tee -a "$log/summary.txt"
+
+step "command line: same bytes as the CPU codec, round trips"
+enc="$build/tools/huffgpu-encode/huffgpu-encode"
+dec="$build/tools/huffgpu-decode/huffgpu-decode"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+inputs=(tests/data/*)
+fm=.deps/data/train-images-idx3-ubyte.gz
+if [ -f "$fm" ]; then gzip -dc "$fm" > "$tmp/fashion-mnist"; inputs+=("$tmp/fashion-mnist"); fi
+for f in "${inputs[@]}"; do
+  case "$f" in *.md) continue ;; esac
+  for flags in "" "--no-gap-array" "--segment-bits 128 --max-code-length 16"; do
+    "$enc" -c -q --device cpu $flags "$f" > "$tmp/cpu.huf"
+    "$enc" -c -q --device cuda $flags "$f" > "$tmp/gpu.huf"
+    cmp -s "$tmp/cpu.huf" "$tmp/gpu.huf" || { echo "FAIL: GPU bytes differ for $f $flags"; exit 1; }
+    "$dec" -c -q --device cuda "$tmp/cpu.huf" | cmp -s - "$f" || { echo "FAIL: GPU decode of $f $flags"; exit 1; }
+  done
+done
+echo "same bytes and round trips: ok (${#inputs[@]} inputs x 3 settings)" | tee -a "$log/summary.txt"
+if [ -f "$tmp/fashion-mnist" ]; then
+  "$enc" -c -q --device cuda --chunk-size 8M --gpu-memory-cap 64M "$tmp/fashion-mnist" \
+    | "$dec" -c -q --device cuda --gpu-memory-cap 64M | cmp -s - "$tmp/fashion-mnist" && echo "memory cap 64M: ok" | tee -a "$log/summary.txt"
+fi
+
+step "4.3 GB through pipes on the GPU"
+gen="python3 -c \"import sys
+block=b''.join(b'%d the quick brown fox %x\n'%(i,i*7919) for i in range(40000))
+n=0
+while n<4_300_000_000: sys.stdout.buffer.write(block); n+=len(block)\""
+want=$(eval "$gen" | md5sum | cut -d' ' -f1)
+got=$(set -o pipefail; eval "$gen" | "$enc" -c -q --device cuda | "$dec" -c -q --device cuda | md5sum | cut -d' ' -f1)
+[ "$want" = "$got" ] && echo "4.3 GB pipe: ok" | tee -a "$log/summary.txt" || { echo "FAIL: 4.3 GB pipe"; exit 1; }
+
+step "benchmark"
+"$build/bench/huffman_bench" --repeat 3 --gpu "${inputs[@]}" 2>&1 | tee "$log/bench.txt" | tail -12
