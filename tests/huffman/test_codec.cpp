@@ -154,3 +154,15 @@ TEST_CASE("corrupted chunks decode correctly or fail naming the chunk", "[huffma
   }
   CHECK(failures > 300);
 }
+
+TEST_CASE("peek32 (shared with the CUDA decoder) reads any 32 bits MSB first", "[huffman]") {
+  std::mt19937_64 rng(21);
+  std::vector<uint32_t> words(9);
+  for (auto& w : words) w = static_cast<uint32_t>(rng());
+  auto bit = [&](uint64_t b) -> uint32_t { return b / 32 < words.size() ? (words[b / 32] >> (31 - b % 32)) & 1 : 0; };
+  for (uint64_t pos = 0; pos < 32 * words.size(); ++pos) {
+    uint32_t want = 0;
+    for (int i = 0; i < 32; ++i) want = want << 1 | bit(pos + i);
+    REQUIRE(peek32(words.data(), words.size(), pos) == want);
+  }
+}
