@@ -9,8 +9,11 @@
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
 #include "huffman/format.h"
+#include "test_inputs.h"
 
 using namespace hpcnn::huffman;
+using testing::header;
+using testing::text_like;
 
 namespace {
 
@@ -26,52 +29,10 @@ std::vector<uint8_t> roundtrip(const std::vector<uint8_t>& in, const FileHeader&
   return out;
 }
 
-std::vector<uint8_t> text_like(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> v(n);
-  const char* alphabet = "eeeeeeetttttaaaaooooiiinnnsshhrrdlu  \n,.";
-  for (auto& b : v) b = static_cast<uint8_t>(alphabet[rng() % std::strlen(alphabet)]);
-  return v;
-}
-
-FileHeader header(uint32_t chunk = 1u << 24, int seg_log2 = 8, bool gaps = true, int limit = 12) {
-  FileHeader fh;
-  fh.chunk_size = chunk;
-  fh.segment_log2 = static_cast<uint8_t>(seg_log2);
-  fh.flags = gaps ? kFlagGapArray : 0;
-  fh.code_limit = static_cast<uint8_t>(limit);
-  return fh;
-}
-
 }  // namespace
 
 TEST_CASE("edge-case inputs round trip in every mode", "[huffman]") {
-  std::mt19937_64 rng(5);
-  std::vector<std::vector<uint8_t>> inputs = {
-      {42},                                   // one byte: single-symbol chunk
-      std::vector<uint8_t>(1001, 7),          // one repeated symbol
-      {1, 2},                                 // two symbols, tiny
-      text_like(12345, 1),                    // size not a multiple of 4
-      text_like(1 << 20, 2),
-  };
-  std::vector<uint8_t> all(256 * 40);
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint8_t>(i * 131);
-  inputs.push_back(all);  // all 256 symbols
-  std::vector<uint8_t> random(300000);
-  for (auto& b : random) b = static_cast<uint8_t>(rng());
-  inputs.push_back(random);  // incompressible: stored raw
-  std::vector<uint8_t> two(777777);
-  for (auto& b : two) b = rng() % 5 ? 'x' : 'y';
-  inputs.push_back(two);
-  std::vector<uint8_t> fib;
-  uint64_t a = 1, b = 1;
-  for (int s = 0; s < 25; ++s) {
-    fib.insert(fib.end(), a, static_cast<uint8_t>(s));
-    const uint64_t c = a + b;
-    a = b;
-    b = c;
-  }
-  inputs.push_back(fib);  // unlimited Huffman would need > 16 bits
+  const auto inputs = testing::edge_case_inputs();
   for (const auto& in : inputs)
     for (int limit : {8, 12, 16})
       for (int seg : {7, 8})

@@ -11,59 +11,19 @@
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
 #include "huffman/cuda/codec.h"
+#include "test_inputs.h"
 
 using namespace hpcnn::huffman;
-
-namespace {
-
-FileHeader header(int seg_log2 = 8, bool gaps = true, int limit = 12, uint32_t chunk = 64u << 20) {
-  FileHeader fh;
-  fh.segment_log2 = static_cast<uint8_t>(seg_log2);
-  fh.flags = gaps ? kFlagGapArray : 0;
-  fh.code_limit = static_cast<uint8_t>(limit);
-  fh.chunk_size = chunk;
-  return fh;
-}
-
-std::vector<uint8_t> text_like(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> v(n);
-  const char* alphabet = "eeeeeeetttttaaaaooooiiinnnsshhrrdlu  \n,.QZ";
-  for (auto& b : v) b = static_cast<uint8_t>(alphabet[rng() % 41]);
-  return v;
-}
-
-std::vector<std::vector<uint8_t>> inputs() {
-  std::mt19937_64 rng(3);
-  std::vector<std::vector<uint8_t>> v = {{42}, std::vector<uint8_t>(1001, 7), {1, 2}, text_like(12345, 1),
-                                         text_like(5 << 20, 2)};
-  std::vector<uint8_t> all(256 * 41);
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint8_t>(i * 131);
-  v.push_back(all);
-  std::vector<uint8_t> random(1 << 20);
-  for (auto& b : random) b = static_cast<uint8_t>(rng());
-  v.push_back(random);
-  std::vector<uint8_t> fib;
-  uint64_t a = 1, b = 1;
-  for (int s = 0; s < 25; ++s) {
-    fib.insert(fib.end(), a, static_cast<uint8_t>(s));
-    const uint64_t c = a + b;
-    a = b;
-    b = c;
-  }
-  v.push_back(fib);
-  return v;
-}
-
-}  // namespace
+using testing::header;
+using testing::text_like;
 
 TEST_CASE("CUDA encoder writes the CPU encoder's bytes; each decoder reads the other's", "[cuda]") {
   cuda::Codec gpu;
-  for (const auto& in : inputs())
+  for (const auto& in : testing::edge_case_inputs())
     for (int limit : {8, 12, 16})
       for (int seg : {7, 8})
         for (bool gaps : {true, false}) {
-          const FileHeader fh = header(seg, gaps, limit);
+          const FileHeader fh = header(64u << 20, seg, gaps, limit);
           std::vector<uint8_t> cpu_chunk, gpu_chunk, out(in.size());
           encode_chunk(in.data(), in.size(), fh, 4, cpu_chunk);
           gpu.encode_chunk(in.data(), in.size(), fh, gpu_chunk);
