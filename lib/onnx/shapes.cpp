@@ -2,6 +2,13 @@
 
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
 
 namespace hpcnn::onnxu {
 namespace {
@@ -26,9 +33,11 @@ void add_shape(ShapeMap& out, const onnx::ValueInfoProto& v) {
 
 }  // namespace
 
-ShapeMap infer_shapes(const onnx::ModelProto& model) {
-  // Skeleton: the model without large tensor payloads (copied piece by piece, so the copy
-  // never holds the weights).
+namespace {
+
+// The model without large tensor payloads (copied piece by piece, so the copy never holds the
+// weights): only dims are needed, and small constants such as Reshape targets.
+onnx::ModelProto skeleton(const onnx::ModelProto& model) {
   onnx::ModelProto skel;
   skel.set_ir_version(model.ir_version());
   *skel.mutable_opset_import() = model.opset_import();
@@ -52,7 +61,12 @@ ShapeMap infer_shapes(const onnx::ModelProto& model) {
     for (auto& a : *c->mutable_attribute())
       if (a.has_t()) strip(*a.mutable_t());
   }
-  g->clear_value_info();
+  return skel;
+}
+
+// Runs onnx's shape inference on the skeleton and collects the shapes.
+ShapeMap infer_in_process(onnx::ModelProto& skel) {
+  auto* g = skel.mutable_graph();
   try {
     onnx::ShapeInferenceOptions opts{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/true};
     onnx::shape_inference::InferShapes(skel, onnx::OpSchemaRegistry::Instance(), opts);
@@ -64,6 +78,79 @@ ShapeMap infer_shapes(const onnx::ModelProto& model) {
   for (const auto& v : g->input()) add_shape(out, v);
   for (const auto& v : g->value_info()) add_shape(out, v);
   for (const auto& v : g->output()) add_shape(out, v);
+  return out;
+}
+
+bool write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+ShapeMap infer_shapes(const onnx::ModelProto& model) {
+  onnx::ModelProto skel = skeleton(model);
+  // libonnx's shape inference can crash on malformed models (e.g. a Conv input of the wrong
+  // rank in onnx 1.12), so it runs in a child process: a crash becomes a clear error here.
+  int fds[2];
+  if (::pipe(fds) != 0) return infer_in_process(skel);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return infer_in_process(skel);
+  }
+  if (pid == 0) {  // child: shapes as (name length, name, rank, dims) records
+    ::close(fds[0]);
+    const ShapeMap shapes = infer_in_process(skel);
+    bool ok = true;
+    for (const auto& [name, dims] : shapes) {
+      const uint64_t len = name.size(), rank = dims.size();
+      ok = ok && write_all(fds[1], &len, 8) && write_all(fds[1], name.data(), len) && write_all(fds[1], &rank, 8) &&
+           write_all(fds[1], dims.data(), rank * 8);
+    }
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    bytes.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw_error(ErrorKind::bad_input, "ONNX shape inference failed on this model (" +
+                                          std::string(WIFSIGNALED(status) ? "it crashed: malformed shapes or attributes?" : "no result") + ")");
+  ShapeMap out;
+  size_t pos = 0;
+  auto take = [&](void* dst, size_t n) {
+    if (pos + n > bytes.size()) throw_error(ErrorKind::io, "shape inference result cut short");
+    std::memcpy(dst, bytes.data() + pos, n);
+    pos += n;
+  };
+  while (pos < bytes.size()) {
+    uint64_t len = 0, rank = 0;
+    take(&len, 8);
+    std::string name(len, '\0');
+    take(name.data(), len);
+    take(&rank, 8);
+    Dims dims(rank);
+    take(dims.data(), rank * 8);
+    out[std::move(name)] = std::move(dims);
+  }
   return out;
 }
 

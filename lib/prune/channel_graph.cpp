@@ -301,6 +301,13 @@ struct Analyzer {
           if (view.consumers(in(1)).size() > 1) { fix(*x0, who + " shares its shape constant with other nodes"); return {0}; }
         }
       }
+      // The features after the flatten: C * H * W entries (bounded, against corrupt shapes).
+      constexpr int64_t kMaxFeatures = int64_t{1} << 28;
+      if (spatial <= 0 || static_cast<int64_t>(x0->size()) > kMaxFeatures / spatial) {
+        fix(*x0, who + " flattens " + std::to_string(x0->size()) + " channels of spatial size " + std::to_string(spatial) +
+                     ", too many features to follow");
+        return {0};
+      }
       Label out;
       out.reserve(x0->size() * static_cast<size_t>(spatial));
       for (int id : *x0)

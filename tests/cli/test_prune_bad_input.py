@@ -161,3 +161,12 @@ def test_bad_external_data(model_path, tmp_path, location, code, word):
     (d / "short.bin").write_bytes(b"\0" * 16)
     onnx.save(m, d / "m.onnx")
     fails([d / "m.onnx", "--threshold", "0.1"], code, word, "c2.weight", out_dir=tmp_path)
+
+
+def test_conv_input_of_wrong_rank(model_path, tmp_path):
+    """libonnx's own shape inference crashes on this; prune-rate must report it instead."""
+    m = onnx.load(model_path)
+    del m.graph.input[0].type.tensor_type.shape.dim[2:]  # x: [1, 3] instead of [1, 3, 6, 6]
+    p = tmp_path / "rank.onnx"
+    onnx.save(m, p)
+    fails([p, "--threshold", "0.1"], 2, "rank.onnx", "shape inference", out_dir=tmp_path)
