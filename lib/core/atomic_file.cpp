@@ -62,8 +62,14 @@ void install_signal_cleanup() {
 
 AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite) : target_(std::move(target)) {
   namespace fs = std::filesystem;
-  if (!overwrite && fs::exists(target_))
-    throw_error(ErrorKind::io, "output file '" + target_.string() + "' already exists (use -f to overwrite)");
+  std::error_code ec;
+  const auto st = fs::status(target_, ec);
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) throw_error(ErrorKind::io, "output '" + target_.string() + "' is a directory");
+    if (!fs::is_regular_file(st))
+      throw_error(ErrorKind::io, "output '" + target_.string() + "' is not a regular file (a device or pipe is not replaced; use -c to write to stdout)");
+    if (!overwrite) throw_error(ErrorKind::io, "output file '" + target_.string() + "' already exists (use -f to overwrite)");
+  }
   fs::path dir = target_.parent_path();
   if (dir.empty()) dir = ".";
   std::string templ = (dir / ("." + target_.filename().string() + ".tmp.XXXXXX")).string();
@@ -127,6 +133,8 @@ void AtomicFile::abort() noexcept {
 }
 
 std::string read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw_error(ErrorKind::io, "'" + path.string() + "' is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error(ErrorKind::io, "cannot open '" + path.string() + "': " + errno_text());
   std::ostringstream ss;

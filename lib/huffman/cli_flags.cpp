@@ -7,8 +7,8 @@ void add_codec_flags(CLI::App& app, FileJobOptions& o, bool encode_flags) {
   app.add_option("-o,--output", o.output, "Output file (one input only)");
   app.add_flag("-c,--stdout", o.to_stdout, "Write to stdout");
   app.add_flag("-f,--force", o.force, "Overwrite existing output files");
-  app.add_flag_callback("-k,--keep", [] {}, "Keep the input files (the default)");
-  app.add_flag("--rm", o.remove_inputs, "Remove each input after its output was written and verified");
+  auto* keep = app.add_flag_callback("-k,--keep", [] {}, "Keep the input files (the default)");
+  app.add_flag("--rm", o.remove_inputs, "Remove each input after its output was written and verified")->excludes(keep);
   app.add_option("-T,--threads", o.threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--gpu-memory-cap", o.gpu_memory_cap, "GPU memory the CUDA codec may use, e.g. 2G (default: no cap)")

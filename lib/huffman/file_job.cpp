@@ -55,8 +55,9 @@ std::string output_name(const FileJobOptions& o, const std::string& input) {
   if (!o.output.empty()) return o.output;
   if (o.encode) return input + kExtension;
   const std::string ext = kExtension;
-  if (input.size() <= ext.size() || input.compare(input.size() - ext.size(), ext.size(), ext) != 0)
-    throw_error(ErrorKind::usage, "'" + input + "' does not end in " + ext + "; name the output with -o or use -c");
+  const std::string name = fs::path(input).filename().string();
+  if (name.size() <= ext.size() || name.compare(name.size() - ext.size(), ext.size(), ext) != 0)
+    throw_error(ErrorKind::usage, "'" + input + "' does not end in " + ext + " after a name; name the output with -o or use -c");
   return input.substr(0, input.size() - ext.size());
 }
 

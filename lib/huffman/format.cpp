@@ -138,6 +138,13 @@ Trailer read_trailer(const uint8_t in[kTrailerSize], uint64_t offset) {
   return {get<uint64_t>(in), get<uint64_t>(in + 8), get<uint64_t>(in + 16), get<uint64_t>(in + 24)};
 }
 
+void check_bitstream_padding(const uint8_t* words, size_t words_count, uint64_t bit_length, const std::string& where) {
+  const uint32_t used = static_cast<uint32_t>(bit_length % 32);
+  if (used == 0 || words_count == 0) return;
+  const uint32_t last = get<uint32_t>(words + 4 * (words_count - 1));
+  if (last & ((1u << (32 - used)) - 1)) throw_error(ErrorKind::bad_input, "non-zero padding bits after the bitstream " + where);
+}
+
 PayloadLayout huffman_layout(size_t table_size, uint64_t bit_length, const FileHeader& fh) {
   PayloadLayout l;
   l.table_offset = kChunkHeaderSize;

@@ -78,6 +78,9 @@ struct PayloadLayout {
 };
 PayloadLayout huffman_layout(size_t table_size, uint64_t bit_length, const FileHeader& fh);
 
+// The bits after the last codeword, up to the end of the last word, must be 0 (ErrorKind::bad_input).
+void check_bitstream_padding(const uint8_t* words, size_t words_count, uint64_t bit_length, const std::string& where);
+
 uint64_t checksum64(const void* data, size_t size);
 uint32_t checksum32(const void* data, size_t size);
 std::string chunk_where(uint64_t index, uint64_t offset);  // "in chunk 3 at byte offset 123"

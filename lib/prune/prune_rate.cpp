@@ -58,7 +58,7 @@ std::map<std::string, double> read_thresholds_file(const std::filesystem::path& 
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw_error(ErrorKind::bad_input, "thresholds file '" + path.string() + "' is not valid JSON: " + e.what());
   }
   if (!j.is_object())

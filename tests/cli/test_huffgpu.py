@@ -241,3 +241,21 @@ def test_sigterm_leaves_no_temporary_file(tmp_path):
     gen.kill()
     assert enc.returncode != 0
     assert os.listdir(tmp_path) == []
+
+
+def test_special_and_odd_outputs(tmp_path):
+    src = tmp_path / "a.txt"
+    src.write_bytes(b"abc" * 1000)
+    fifo = tmp_path / "ff"
+    os.mkfifo(fifo)
+    p = run([ENC, "-f", "-o", fifo, src], check=False)
+    assert p.returncode == 3 and b"not a regular file" in p.stderr
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)
+    (tmp_path / "d").mkdir()
+    p = run([ENC, "-o", tmp_path / "d", src], check=False)
+    assert p.returncode == 3 and b"is a directory" in p.stderr
+    (tmp_path / ".huf").write_bytes(encode(b"xyz"))
+    p = run([DEC, tmp_path / ".huf"], check=False)
+    assert p.returncode == 1 and b"does not end in .huf" in p.stderr
+    p = run([ENC, "-k", "--rm", src], check=False)
+    assert p.returncode == 1 and src.exists()

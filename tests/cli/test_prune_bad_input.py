@@ -170,3 +170,26 @@ def test_conv_input_of_wrong_rank(model_path, tmp_path):
     p = tmp_path / "rank.onnx"
     onnx.save(m, p)
     fails([p, "--threshold", "0.1"], 2, "rank.onnx", "shape inference", out_dir=tmp_path)
+
+
+def test_report_never_overwrites_the_model_or_output(model_path, tmp_path):
+    before = model_path.read_bytes()
+    p = run("prune-rate", model_path, "--threshold", "0.1", "--report", model_path, "-f", check=False)
+    assert p.returncode == 1 and "would overwrite" in p.stderr
+    assert model_path.read_bytes() == before
+    out = tmp_path / "o.onnx"
+    p = run("prune-rate", model_path, "--threshold", "0.1", "-o", out, "--report", out, check=False)
+    assert p.returncode == 1 and not out.exists()
+
+
+def test_report_folder_missing_leaves_no_model(model_path, tmp_path):
+    out = tmp_path / "o.onnx"
+    p = run("prune-rate", model_path, "--threshold", "0.1", "-o", out, "--report", tmp_path / "no" / "r.json", check=False)
+    assert p.returncode == 3 and not out.exists() and os.listdir(tmp_path) == ["in"]
+
+
+def test_thresholds_number_overflow(model_path, tmp_path):
+    f = tmp_path / "th.json"
+    f.write_text('{"c1": 1e400}')
+    fails([model_path, "--thresholds", f], 2, "th.json", out_dir=tmp_path)
+    f.unlink()

@@ -86,11 +86,22 @@ int main(int argc, char** argv) {
                                                 : hpcnn::onnxu::ExternalData::automatic;
         o.overwrite = force;
         hpcnn::prune::validate_options(o);
-        if (!report_file.empty() && !force && std::filesystem::exists(report_file))
-          throw_error(ErrorKind::io, "report file '" + report_file + "' already exists (use -f to overwrite)");
+        if (output == "-") throw_error(ErrorKind::usage, "-o -: prune-rate writes models to files, not to stdout");
+        if (!report_file.empty()) {
+          namespace fs = std::filesystem;
+          std::error_code ec;
+          for (const auto& other : {model, output, output.empty() ? std::string() : output + ".data"})
+            if (!other.empty() && (fs::equivalent(report_file, other, ec) || fs::path(report_file).lexically_normal() == fs::path(other).lexically_normal()))
+              throw_error(ErrorKind::usage, "--report '" + report_file + "' would overwrite '" + other + "'");
+          const auto dir = fs::path(report_file).parent_path();
+          if (!dir.empty() && !fs::is_directory(dir))
+            throw_error(ErrorKind::io, "cannot write '" + report_file + "': folder '" + dir.string() + "' does not exist");
+          if (!force && fs::exists(report_file))
+            throw_error(ErrorKind::io, "report file '" + report_file + "' already exists (use -f to overwrite)");
+        }
 
         const nlohmann::ordered_json report = hpcnn::prune::run_prune_rate(o);
-        const std::string text = report.dump(2) + "\n";
+        const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
         if (report_file.empty()) {
           std::cout << text << std::flush;
           if (!std::cout) throw_error(ErrorKind::io, "cannot write the report to stdout");

@@ -151,6 +151,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
                                               std::to_string(lay.payload_length) + ") " + where);
       if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
         throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
+      check_bitstream_padding(chunk + lay.words_offset, lay.words_count, h.bit_length, where);
       const DecodeTable table = build_decode_table(lengths, kRootBits, /*multi=*/true);
       // Copy the words behind zero padding so a reader may run past the end safely.
       scratch.words.resize(lay.words_count + 4);

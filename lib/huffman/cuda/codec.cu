@@ -442,6 +442,7 @@ void Codec::decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileH
       throw_error(ErrorKind::bad_input, "payload length does not match its bit length and tables " + where);
     if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
       throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
+    check_bitstream_padding(chunk + lay.words_offset, lay.words_count, h.bit_length, where);
     const DecodeTable table = build_decode_table(lengths, kRootBits, /*multi=*/false);
     const uint64_t nseg = segment_count(h.bit_length, fh.segment_bits());
     const size_t root_words = table.root.size(), sub_words = std::max<size_t>(table.sub.size(), 1);
