@@ -153,7 +153,7 @@ std::optional<ConstantRef> find_constant(const GraphView& view, const std::strin
   return std::nullopt;
 }
 
-onnx::TensorProto* constant_tensor(onnx::GraphProto& graph, const GraphView& view, const ConstantRef& ref) {
+onnx::TensorProto* constant_tensor(onnx::GraphProto& graph, const ConstantRef& ref) {
   switch (ref.kind) {
     case ConstantRef::Kind::initializer:
       for (auto& t : *graph.mutable_initializer())
@@ -165,7 +165,6 @@ onnx::TensorProto* constant_tensor(onnx::GraphProto& graph, const GraphView& vie
       return nullptr;
     case ConstantRef::Kind::constant_of_shape: return nullptr;
   }
-  (void)view;
   return nullptr;
 }
 

@@ -73,7 +73,7 @@ std::optional<ConstantRef> find_constant(const GraphView& view, const std::strin
 
 // The tensor a ConstantRef points to in `graph` (initializer or Constant value); nullptr for
 // ConstantOfShape.
-onnx::TensorProto* constant_tensor(onnx::GraphProto& graph, const GraphView& view, const ConstantRef& ref);
+onnx::TensorProto* constant_tensor(onnx::GraphProto& graph, const ConstantRef& ref);
 
 // Values of a small constant (e.g. a Reshape shape) as int64; nullopt if not constant.
 std::optional<std::vector<int64_t>> constant_int64s(const GraphView& view, const std::string& value);

@@ -77,7 +77,6 @@ class ChannelGraph {
 
   int id_count() const { return static_cast<int>(parent_.size()); }
   int root(int id) const;
-  // Class index (into groups[g].classes) is not needed by callers; membership via root().
 
   // Internal construction API (used by analyze_channels).
   std::vector<int> new_ids(int64_t n);

@@ -79,7 +79,7 @@ void apply_pruning(onnx::ModelProto& model, const ChannelGraph& cg, const std::v
         }
         return;
       }
-      onnx::TensorProto* t = onnxu::constant_tensor(g, view, *ref);
+      onnx::TensorProto* t = onnxu::constant_tensor(g, *ref);
       if (!t) throw_error(ErrorKind::bad_input, "has no tensor data");
       for (const auto* a : actions) {
         auto pos = kept_positions(cg, a->ids, kept);

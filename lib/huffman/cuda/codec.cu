@@ -251,39 +251,34 @@ unsigned int blocks_for(uint64_t items, uint64_t per_block) {
   return static_cast<unsigned int>((items + per_block - 1) / per_block);
 }
 
-// A device buffer that grows.
-template <class T>
-struct DeviceBuffer {
+// A buffer that grows, in device memory (cudaMalloc) or pinned host memory (cudaMallocHost).
+template <class T, bool kPinned>
+struct GrowingBuffer {
   T* ptr = nullptr;
   size_t count = 0;
   void reserve(size_t n) {
     if (n <= count) return;
-    if (ptr) cudaFree(ptr);
-    ptr = nullptr;
-    count = 0;
-    HPCNN_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)));
+    release();
+    void* p = nullptr;
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
+    if constexpr (kPinned) HPCNN_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    else HPCNN_CUDA_CHECK(cudaMalloc(&p, bytes));
+    ptr = static_cast<T*>(p);
     count = n;
   }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-};
-
-struct PinnedBuffer {
-  uint8_t* ptr = nullptr;
-  size_t size = 0;
-  void reserve(size_t n) {
-    if (n <= size) return;
-    if (ptr) cudaFreeHost(ptr);
+  void release() {
+    if (ptr) {
+      if constexpr (kPinned) cudaFreeHost(ptr);
+      else cudaFree(ptr);
+    }
     ptr = nullptr;
-    size = 0;
-    HPCNN_CUDA_CHECK(cudaMallocHost(&ptr, std::max<size_t>(n, 1)));
-    size = n;
+    count = 0;
   }
-  ~PinnedBuffer() {
-    if (ptr) cudaFreeHost(ptr);
-  }
+  ~GrowingBuffer() { release(); }
 };
+template <class T>
+using DeviceBuffer = GrowingBuffer<T, false>;
+using PinnedBuffer = GrowingBuffer<uint8_t, true>;
 
 }  // namespace
 
