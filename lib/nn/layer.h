@@ -1,0 +1,73 @@
+// hpcnn nn (internal): one bound ONNX node of a planned graph: a Layer runs its operator's
+// forward and backward kernels (lib/ops) with attributes parsed once at load.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+#include "tensor/tensor.h"
+
+namespace hpcnn::nn::detail {
+
+// A value flowing through the graph: an fp32 tensor, or a small int64 tensor used for shape
+// arithmetic (Shape -> Gather -> Concat -> Reshape), evaluated on the host.
+struct Value {
+  Tensor t;
+  bool is_int = false;
+  std::vector<int64_t> ints;
+  Shape int_shape;
+  bool defined() const { return is_int || t.defined(); }
+  static Value of(Tensor t) { Value v; v.t = std::move(t); return v; }
+  static Value of_ints(std::vector<int64_t> v, Shape shape) {
+    Value r;
+    r.is_int = true;
+    r.ints = std::move(v);
+    r.int_shape = std::move(shape);
+    return r;
+  }
+};
+
+struct RunContext {
+  Mode mode = Mode::inference;
+  std::mt19937_64* rng = nullptr;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // in[i] is null for an omitted optional input. out has one entry per node output.
+  virtual void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext& ctx) = 0;
+  // gy: gradient of output 0 (defined). gin[i] to be set where need[i].
+  virtual void backward(const std::vector<const Value*>& in, const std::vector<const Value*>& out, const Tensor& gy,
+                        std::vector<Tensor>& gin, const std::vector<bool>& need) {
+    (void)in, (void)out, (void)gy, (void)gin, (void)need;
+    throw_unsupported_backward();
+  }
+  virtual bool differentiable_input(int i) const { return i == 0; }
+  virtual bool keeps_input(int i) const { (void)i; return false; }   // needed by backward
+  virtual bool keeps_output(int i) const { (void)i; return false; }  // needed by backward
+  // Float initializers at this input are parameters (else constants). Default: differentiable.
+  virtual bool trainable_input(int i, const Tensor& init) const { (void)init; return differentiable_input(i); }
+  // The input is a BatchNormalization running statistic (a buffer).
+  virtual bool buffer_input(int i) const { (void)i; return false; }
+
+ protected:
+  [[noreturn]] void throw_unsupported_backward() const;
+};
+
+// Constant lookup at load: the folded constant value of node input i, or null.
+using ConstantLookup = std::function<const Value*(int input)>;
+
+// Binds `node` (ErrorKind::unsupported for operators, attributes or dtypes the engine does not
+// support, naming them; the caller adds the node's name).
+std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant);
+// Whether `op_type` is evaluated at load when all its inputs are constant (shape arithmetic).
+bool is_foldable(const std::string& op_type);
+
+}  // namespace hpcnn::nn::detail

@@ -1,0 +1,382 @@
+// The graph executor: planning (constant folding, layer binding, parameters, lifetimes) and
+// forward/backward runs.
+#include "nn/model.h"
+
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "nn/layer.h"
+#include "nn/proto_tensor.h"
+#include "onnx/graph.h"
+#include "onnx/model.h"
+#include "ops/binary.h"
+
+namespace hpcnn::nn {
+
+using detail::Layer;
+using detail::Value;
+
+struct Model::Impl {
+  struct Step {
+    std::string desc;
+    std::string op;
+    std::unique_ptr<Layer> layer;
+    std::vector<int> in, out;  // value ids (-1: omitted optional input)
+    bool backward = false;     // some input requires a gradient
+  };
+
+  std::string origin;
+  ModelOptions options;
+  int64_t opset = 0;
+  std::vector<std::string> names;  // value id -> name
+  std::unordered_map<std::string, int> ids;
+  std::vector<Value> constants;    // by value id (undefined if not constant)
+  std::vector<Step> steps;
+  std::vector<std::string> input_names, output_names;
+  std::vector<int> input_ids, output_ids;
+  std::vector<Parameter> params;
+  std::vector<int> param_ids;
+  std::vector<Buffer> buffers;
+  std::vector<int> buffer_ids;
+  std::vector<bool> requires_grad, keep_for_backward, pinned;
+  std::vector<int> last_use;
+  std::map<std::string, int> op_counts;
+  int folded = 0;
+
+  // run state
+  std::vector<Value> vals;
+  bool trained_forward = false;
+  std::vector<Tensor> in_grads;
+  std::mt19937_64 rng;
+
+  int id_of(const std::string& name) {
+    auto it = ids.find(name);
+    if (it != ids.end()) return it->second;
+    const int id = static_cast<int>(names.size());
+    names.push_back(name);
+    ids.emplace(name, id);
+    constants.emplace_back();
+    return id;
+  }
+
+  void plan(const onnx::ModelProto& model);
+};
+
+namespace {
+std::string describe(const onnx::NodeProto& node, int index) {
+  return "node " + (node.name().empty() ? "#" + std::to_string(index) : "'" + node.name() + "'") + " (" + node.op_type() + ")";
+}
+}  // namespace
+
+void Model::Impl::plan(const onnx::ModelProto& model) {
+  opset = onnxu::default_opset(model);
+  const onnx::GraphProto& g = model.graph();
+  onnxu::GraphView view(g);  // validates references, cycles; gives topological order
+
+  std::unordered_map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : g.initializer()) inits[t.name()] = &t;
+  for (const auto& vi : g.input())
+    if (!inits.count(vi.name())) {
+      input_names.push_back(vi.name());
+      input_ids.push_back(id_of(vi.name()));
+    }
+  for (const auto& vi : g.output()) {
+    output_names.push_back(vi.name());
+    output_ids.push_back(id_of(vi.name()));
+  }
+  // Initializer values (floats as tensors, integers as shape values).
+  std::unordered_map<int, const onnx::TensorProto*> init_of;
+  for (const auto& [name, t] : inits) {
+    const int id = id_of(name);
+    init_of[id] = t;
+    with_context("while reading initializer '" + name + "' of " + origin, [&] {
+      const int32_t dt = t->data_type();
+      const bool is_float = dt == onnx::TensorProto::FLOAT || dt == onnx::TensorProto::DOUBLE || dt == onnx::TensorProto::FLOAT16;
+      if (is_float) {
+        constants[id] = Value::of(tensor_from_proto(*t));
+      } else {
+        try {
+          constants[id] = Value::of_ints(onnxu::to_int64s(*t), onnxu::dims_of(*t));
+        } catch (const Error&) {
+          // Unusable dtype: only an error if something reads it (reported there).
+        }
+      }
+      return 0;
+    });
+  }
+
+  // Bind layers in topological order, folding shape arithmetic whose inputs are constant.
+  std::vector<int> role(names.size(), 0);  // per initializer id: 1 trainable, 2 buffer, 3 constant
+  detail::RunContext fold_ctx;
+  fold_ctx.rng = &rng;
+  for (int ni : view.topo_order()) {
+    const onnx::NodeProto& node = g.node(ni);
+    const std::string desc = describe(node, ni);
+    Step st;
+    st.desc = desc + " of " + origin;
+    st.op = node.op_type();
+    for (const auto& name : node.input()) st.in.push_back(name.empty() ? -1 : id_of(name));
+    for (const auto& name : node.output()) st.out.push_back(id_of(name));
+    if (role.size() < names.size()) role.resize(names.size(), 0);
+    with_context("while loading " + st.desc, [&] {
+      auto constant = [&](int i) -> const Value* {
+        if (i >= static_cast<int>(st.in.size()) || st.in[i] < 0) return nullptr;
+        const Value& v = constants[st.in[i]];
+        return v.defined() ? &v : nullptr;
+      };
+      st.layer = detail::make_layer(node, opset, constant);
+      bool all_const = true;
+      for (int id : st.in)
+        if (id >= 0 && !constants[id].defined()) all_const = false;
+      // A foldable op is folded unless it reads a float initializer that is (or may become) a parameter.
+      bool reads_float_init = false;
+      for (int id : st.in)
+        if (id >= 0 && init_of.count(id) && !constants[id].is_int) reads_float_init = true;
+      if (detail::is_foldable(node.op_type()) && all_const && !reads_float_init) {
+        std::vector<const Value*> in;
+        for (int id : st.in) in.push_back(id >= 0 ? &constants[id] : nullptr);
+        std::vector<Value> out(st.out.size());
+        st.layer->forward(in, out, fold_ctx);
+        for (size_t k = 0; k < st.out.size(); ++k) {
+          if (constants.size() < names.size()) constants.resize(names.size());
+          constants[st.out[k]] = out[k];
+        }
+        ++folded;
+        return 0;
+      }
+      for (size_t i = 0; i < st.in.size(); ++i) {
+        const int id = st.in[i];
+        if (id < 0 || !init_of.count(id) || constants[id].is_int || !constants[id].defined()) continue;
+        int r = st.layer->buffer_input(static_cast<int>(i)) ? 2
+                : st.layer->trainable_input(static_cast<int>(i), constants[id].t) ? 1 : 3;
+        if (role[id] == 0 || r < role[id]) role[id] = r;  // trainable wins over constant
+      }
+      ++op_counts[node.op_type()];
+      steps.push_back(std::move(st));
+      return 0;
+    });
+  }
+  if (role.size() < names.size()) role.resize(names.size(), 0);
+  if (constants.size() < names.size()) constants.resize(names.size());
+
+  // Parameters and buffers (in initializer order, for stable listings).
+  for (const auto& t : g.initializer()) {
+    const int id = ids.at(t.name());
+    if (role[id] == 1) {
+      const bool bias_like = constants[id].t.rank() <= 1;
+      params.push_back({t.name(), constants[id].t, Tensor::zeros(constants[id].t.shape()), bias_like});
+      param_ids.push_back(id);
+    } else if (role[id] == 2) {
+      buffers.push_back({t.name(), constants[id].t});
+      buffer_ids.push_back(id);
+    }
+  }
+  // BatchNormalization scale is 1-D as well: no weight decay, as intended.
+
+  const size_t n = names.size();
+  requires_grad.assign(n, false);
+  for (int id : param_ids) requires_grad[id] = true;
+  if (options.input_grads)
+    for (int id : input_ids) requires_grad[id] = true;
+  for (auto& st : steps) {
+    bool any = false;
+    for (size_t i = 0; i < st.in.size(); ++i)
+      if (st.in[i] >= 0 && requires_grad[st.in[i]] && st.layer->differentiable_input(static_cast<int>(i))) any = true;
+    st.backward = any;
+    if (any && !st.out.empty()) requires_grad[st.out[0]] = true;
+  }
+  keep_for_backward.assign(n, false);
+  last_use.assign(n, -1);
+  pinned.assign(n, false);
+  for (int id : output_ids) pinned[id] = true;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (size_t i = 0; i < steps[s].in.size(); ++i) {
+      const int id = steps[s].in[i];
+      if (id < 0) continue;
+      last_use[id] = static_cast<int>(s);
+      if (steps[s].backward && steps[s].layer->keeps_input(static_cast<int>(i))) keep_for_backward[id] = true;
+    }
+    for (size_t j = 0; j < steps[s].out.size(); ++j)
+      if (steps[s].backward && steps[s].layer->keeps_output(static_cast<int>(j))) keep_for_backward[steps[s].out[j]] = true;
+  }
+  // Every graph output must be computable.
+  for (size_t k = 0; k < output_ids.size(); ++k) {
+    const int id = output_ids[k];
+    bool produced = constants[id].defined();
+    for (int in : input_ids) produced = produced || in == id;
+    for (const auto& st : steps)
+      for (int o : st.out) produced = produced || o == id;
+    if (!produced) throw_error(ErrorKind::bad_input, "graph output '" + output_names[k] + "' of " + origin + " is never produced");
+  }
+}
+
+Model::Model(const onnx::ModelProto& model, const std::string& origin, ModelOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->origin = origin;
+  impl_->options = options;
+  impl_->rng.seed(options.seed);
+  impl_->plan(model);
+}
+
+Model Model::load(const std::string& path, ModelOptions options) {
+  onnxu::Model m = onnxu::load_model(path);
+  return Model(m.proto, path, options);
+}
+
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+const std::vector<std::string>& Model::input_names() const { return impl_->input_names; }
+const std::vector<std::string>& Model::output_names() const { return impl_->output_names; }
+std::vector<Parameter>& Model::parameters() { return impl_->params; }
+std::vector<Buffer>& Model::buffers() { return impl_->buffers; }
+const std::vector<Tensor>& Model::input_grads() const { return impl_->in_grads; }
+
+void Model::zero_grad() {
+  for (auto& p : impl_->params) p.grad.zero();
+}
+
+std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode) {
+  Impl& m = *impl_;
+  if (inputs.size() != m.input_ids.size())
+    throw_error(ErrorKind::usage, m.origin + " takes " + std::to_string(m.input_ids.size()) + " inputs, given " +
+                                      std::to_string(inputs.size()));
+  m.vals.assign(m.names.size(), Value{});
+  for (size_t id = 0; id < m.constants.size(); ++id)
+    if (m.constants[id].defined()) m.vals[id] = m.constants[id];
+  for (size_t k = 0; k < m.param_ids.size(); ++k) m.vals[m.param_ids[k]] = Value::of(m.params[k].value);
+  for (size_t k = 0; k < m.buffer_ids.size(); ++k) m.vals[m.buffer_ids[k]] = Value::of(m.buffers[k].value);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].defined()) throw_error(ErrorKind::usage, "input '" + m.input_names[k] + "' of " + m.origin + " is undefined");
+    m.vals[m.input_ids[k]] = Value::of(inputs[k]);
+  }
+  const bool training = mode == Mode::training;
+  detail::RunContext ctx;
+  ctx.mode = mode;
+  ctx.rng = &m.rng;
+  std::vector<const Value*> in;
+  for (size_t s = 0; s < m.steps.size(); ++s) {
+    auto& st = m.steps[s];
+    in.clear();
+    for (int id : st.in) in.push_back(id >= 0 && m.vals[id].defined() ? &m.vals[id] : nullptr);
+    std::vector<Value> out(st.out.size());
+    with_context("while running " + st.desc, [&] {
+      st.layer->forward(in, out, ctx);
+      return 0;
+    });
+    for (size_t j = 0; j < st.out.size(); ++j) m.vals[st.out[j]] = std::move(out[j]);
+    // Release values after their last use unless backward or the caller needs them.
+    for (int id : st.in) {
+      if (id < 0 || m.last_use[id] != static_cast<int>(s) || m.pinned[id] || m.constants[id].defined()) continue;
+      if (training && m.keep_for_backward[id]) continue;
+      m.vals[id] = Value{};  // (parameters and buffers are constants: never released)
+    }
+  }
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < m.output_ids.size(); ++k) {
+    const Value& v = m.vals[m.output_ids[k]];
+    if (v.is_int) {
+      Tensor t(v.int_shape);
+      for (size_t i = 0; i < v.ints.size(); ++i) t.data()[i] = static_cast<float>(v.ints[i]);
+      outs.push_back(t);
+    } else {
+      outs.push_back(to_layout(v.t, Layout::plain));
+    }
+  }
+  m.trained_forward = training;
+  if (!training) m.vals.clear();
+  return outs;
+}
+
+namespace {
+Tensor accumulate(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (a.shape() != b.shape())
+    throw_error(ErrorKind::bad_input, "gradient shapes differ: " + shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()));
+  return ops::binary_forward(ops::BinaryOp::add, a, to_layout(b, a.layout()));
+}
+}  // namespace
+
+void Model::backward(const std::vector<Tensor>& output_grads) {
+  Impl& m = *impl_;
+  if (!m.trained_forward) throw_error(ErrorKind::usage, "backward() of " + m.origin + " without a training-mode forward()");
+  if (output_grads.size() != m.output_ids.size())
+    throw_error(ErrorKind::usage, m.origin + " has " + std::to_string(m.output_ids.size()) + " outputs, given " +
+                                      std::to_string(output_grads.size()) + " gradients");
+  std::vector<Tensor> grads(m.names.size());
+  for (size_t k = 0; k < output_grads.size(); ++k) {
+    if (!output_grads[k].defined()) continue;
+    const Value& v = m.vals[m.output_ids[k]];
+    if (!v.is_int && v.t.shape() != output_grads[k].shape())
+      throw_error(ErrorKind::usage, "gradient of output '" + m.output_names[k] + "' has shape " +
+                                        shape_to_string(output_grads[k].shape()) + ", the output " + shape_to_string(v.t.shape()));
+    grads[m.output_ids[k]] = accumulate(grads[m.output_ids[k]], output_grads[k]);
+  }
+  std::vector<const Value*> in, out;
+  for (size_t s = m.steps.size(); s-- > 0;) {
+    auto& st = m.steps[s];
+    if (!st.backward || st.out.empty() || !grads[st.out[0]].defined()) continue;
+    in.clear();
+    out.clear();
+    std::vector<bool> need(st.in.size(), false);
+    for (size_t i = 0; i < st.in.size(); ++i) {
+      const int id = st.in[i];
+      in.push_back(id >= 0 && m.vals[id].defined() ? &m.vals[id] : nullptr);
+      need[i] = id >= 0 && m.requires_grad[id] && st.layer->differentiable_input(static_cast<int>(i));
+    }
+    for (int id : st.out) out.push_back(m.vals[id].defined() ? &m.vals[id] : nullptr);
+    std::vector<Tensor> gin(st.in.size());
+    with_context("while computing gradients of " + st.desc, [&] {
+      st.layer->backward(in, out, grads[st.out[0]], gin, need);
+      return 0;
+    });
+    for (int id : st.out) grads[id] = Tensor{};
+    for (size_t i = 0; i < st.in.size(); ++i)
+      if (need[i] && gin[i].defined()) grads[st.in[i]] = accumulate(grads[st.in[i]], gin[i]);
+  }
+  for (size_t k = 0; k < m.param_ids.size(); ++k) {
+    const Tensor& g = grads[m.param_ids[k]];
+    if (!g.defined()) continue;
+    const Tensor gp = to_layout(g, Layout::plain);
+    Parameter& p = m.params[k];
+    float* d = p.grad.data();
+    const float* s = gp.data();
+    for (int64_t i = 0; i < p.grad.numel(); ++i) d[i] += s[i];
+  }
+  m.in_grads.clear();
+  if (m.options.input_grads)
+    for (int id : m.input_ids)
+      m.in_grads.push_back(grads[id].defined() ? to_layout(grads[id], Layout::plain) : Tensor::zeros(m.vals[id].t.shape()));
+  m.vals.clear();
+  m.trained_forward = false;
+}
+
+void Model::export_weights(onnx::ModelProto& model) const {
+  std::unordered_map<std::string, const Tensor*> values;
+  for (const auto& p : impl_->params) values[p.name] = &p.value;
+  for (const auto& b : impl_->buffers) values[b.name] = &b.value;
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    auto it = values.find(t.name());
+    if (it == values.end()) continue;
+    onnx::TensorProto p = tensor_to_proto(*it->second, t.name());
+    t.clear_float_data();
+    t.clear_double_data();
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    t.set_raw_data(p.raw_data());
+  }
+}
+
+std::string Model::summary() const {
+  std::ostringstream os;
+  os << impl_->steps.size() << " nodes (" << impl_->folded << " folded):";
+  for (const auto& [op, n] : impl_->op_counts) os << ' ' << op << " x" << n;
+  os << "; " << impl_->params.size() << " parameters, " << impl_->buffers.size() << " buffers";
+  return os.str();
+}
+
+}  // namespace hpcnn::nn

@@ -1,0 +1,92 @@
+// hpcnn nn: the training engine's graph executor for ONNX CNNs (CPU backend).
+//
+// A Model plans an ONNX graph once at load: constants folded (Constant, ConstantOfShape and
+// shape-only subgraphs feeding Reshape), operators bound to kernels (attributes checked for the
+// model's opset, 7 to 21), topological order and value lifetimes fixed. Unsupported operators,
+// attributes or dtypes fail at load with ErrorKind::unsupported naming the node.
+//
+// forward() runs it in inference mode (BatchNormalization uses running statistics, Dropout is
+// the identity, activations are released after their last use) or training mode
+// (BatchNormalization uses batch statistics and updates running_mean/running_var with the
+// node's momentum; Dropout active; what backward() needs is kept). backward() then
+// accumulates d(loss)/d(parameter) into each Parameter's grad and, if requested, the
+// gradients of the graph inputs.
+//
+// Inputs and outputs are fp32 tensors in ONNX's logical shapes (NCHW for images) and plain
+// layout; inside, 4-D activations live in nhwc (tensor/tensor.h). Parameters are the float
+// initializers that feed differentiable operator inputs (Conv W/B, Gemm B/C, BatchNormalization
+// scale/B, MatMul/Add/Mul/Sub operands); BatchNormalization running_mean/running_var are
+// buffers. Not thread-safe: one Model per thread of control; intra-op threads come from
+// nn/threads.h.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace hpcnn::nn {
+
+enum class Mode { inference, training };
+
+struct Parameter {
+  std::string name;     // initializer name
+  Tensor value;         // plain layout, ONNX shape
+  Tensor grad;          // same shape; accumulated by backward(), cleared by zero_grad()
+  bool no_weight_decay; // BatchNormalization scale/bias and 1-D biases (Conv B, Gemm C)
+};
+
+struct Buffer {         // non-trainable state updated in training mode
+  std::string name;     // initializer name (BatchNormalization running mean / var)
+  Tensor value;
+};
+
+struct ModelOptions {
+  bool input_grads = false;  // backward() also computes gradients of the graph inputs
+  unsigned seed = 0;         // Dropout masks
+};
+
+class Model {
+ public:
+  // Takes the model (weights are copied into tensors; external data must be loaded already,
+  // see onnx/model.h). `origin` names the model in errors (usually its file path).
+  Model(const onnx::ModelProto& model, const std::string& origin, ModelOptions options = {});
+  static Model load(const std::string& path, ModelOptions options = {});
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  // Graph inputs that are not initializers, and the graph outputs, in graph order.
+  const std::vector<std::string>& input_names() const;
+  const std::vector<std::string>& output_names() const;
+
+  // One tensor per input_names() entry (plain layout). Returns one tensor per output.
+  // Shapes may change between calls (e.g. a smaller last batch); errors name the node.
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs, Mode mode);
+
+  // After a training-mode forward(): one gradient per output (an undefined Tensor counts as
+  // zero). Gradients are added to Parameter::grad.
+  void backward(const std::vector<Tensor>& output_grads);
+  // Gradients of the graph inputs from the last backward() (needs options.input_grads).
+  const std::vector<Tensor>& input_grads() const;
+
+  std::vector<Parameter>& parameters();
+  std::vector<Buffer>& buffers();
+  void zero_grad();
+
+  // Writes current parameter and buffer values back into `model`'s initializers (and graph
+  // inputs' initializers), e.g. to save a trained model with onnx/model.h's save_model().
+  void export_weights(onnx::ModelProto& model) const;
+
+  // Operator type counts after folding, e.g. for logs.
+  std::string summary() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hpcnn::nn

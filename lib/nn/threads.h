@@ -1,0 +1,11 @@
+// hpcnn nn: the one place that sets intra-op parallelism for the engine (OpenMP loops, oneDNN's
+// OpenMP runtime and its sgemm). n = 0 means all cores of this process's CPU affinity mask.
+// dist-train sets one thread per rank when ranks share a machine.
+#pragma once
+
+namespace hpcnn::nn {
+
+void set_num_threads(int n);
+int num_threads();
+
+}  // namespace hpcnn::nn

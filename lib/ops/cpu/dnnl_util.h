@@ -1,0 +1,30 @@
+// hpcnn ops (CPU): the process-wide oneDNN CPU engine and stream, and error translation.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+
+namespace hpcnn::ops::cpu {
+
+dnnl::engine& engine();
+dnnl::stream& stream();
+// Runs fn(); a dnnl::error becomes hpcnn::Error(ErrorKind::unsupported) naming `what`.
+template <class Fn>
+auto dnnl_call(const char* what, Fn&& fn) -> decltype(fn());
+[[noreturn]] void rethrow_dnnl(const char* what, const dnnl::error& e);
+
+template <class Fn>
+auto dnnl_call(const char* what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const dnnl::error& e) {
+    rethrow_dnnl(what, e);
+  }
+}
+
+// Row-major C = alpha * op(A) * op(B) + beta * C via oneDNN's sgemm (A: M x K after op, B: K x N).
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+}  // namespace hpcnn::ops::cpu

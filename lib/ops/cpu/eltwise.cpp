@@ -1,0 +1,86 @@
+#include "ops/eltwise.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace hpcnn::ops {
+
+bool activation_saves_output(Activation k) { return k == Activation::relu || k == Activation::sigmoid; }
+
+Tensor activation_forward(const Tensor& x, const ActivationParams& p) {
+  Tensor y(x.shape(), x.layout());
+  const float* a = x.data();
+  float* b = y.data();
+  const int64_t n = x.numel();
+  switch (p.kind) {
+    case Activation::relu:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) b[i] = a[i] > 0.0f ? a[i] : 0.0f;
+      break;
+    case Activation::leaky_relu:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) b[i] = a[i] >= 0.0f ? a[i] : p.alpha * a[i];
+      break;
+    case Activation::sigmoid:
+#pragma omp parallel for if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) b[i] = 1.0f / (1.0f + std::exp(-a[i]));
+      break;
+    case Activation::clip:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) b[i] = std::min(std::max(a[i], p.lo), p.hi);
+      break;
+  }
+  return y;
+}
+
+Tensor activation_backward(const Tensor& saved, const Tensor& gy_in, const ActivationParams& p) {
+  const Tensor gy = to_layout(gy_in, saved.layout());
+  Tensor gx(saved.shape(), saved.layout());
+  const float* s = saved.data();
+  const float* g = gy.data();
+  float* o = gx.data();
+  const int64_t n = saved.numel();
+  switch (p.kind) {
+    case Activation::relu:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) o[i] = s[i] > 0.0f ? g[i] : 0.0f;
+      break;
+    case Activation::leaky_relu:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) o[i] = s[i] >= 0.0f ? g[i] : p.alpha * g[i];
+      break;
+    case Activation::sigmoid:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) o[i] = g[i] * s[i] * (1.0f - s[i]);
+      break;
+    case Activation::clip:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) o[i] = (s[i] >= p.lo && s[i] <= p.hi) ? g[i] : 0.0f;
+      break;
+  }
+  return gx;
+}
+
+Tensor dropout_forward(const Tensor& x, float ratio, std::mt19937_64& rng, std::vector<uint8_t>& mask) {
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    throw_error(ErrorKind::bad_input, "Dropout ratio " + std::to_string(ratio) + " outside [0, 1)");
+  const int64_t n = x.numel();
+  mask.resize(static_cast<size_t>(n));
+  std::bernoulli_distribution keep(1.0 - ratio);
+  for (int64_t i = 0; i < n; ++i) mask[i] = keep(rng) ? 1 : 0;
+  const float scale = 1.0f / (1.0f - ratio);
+  Tensor y(x.shape(), x.layout());
+  for (int64_t i = 0; i < n; ++i) y.data()[i] = mask[i] ? x.data()[i] * scale : 0.0f;
+  return y;
+}
+
+Tensor dropout_backward(const Tensor& gy_in, float ratio, const std::vector<uint8_t>& mask, Layout x_layout) {
+  const Tensor gy = to_layout(gy_in, x_layout);
+  const float scale = 1.0f / (1.0f - ratio);
+  Tensor gx(gy.shape(), gy.layout());
+  for (int64_t i = 0; i < gy.numel(); ++i) gx.data()[i] = mask[i] ? gy.data()[i] * scale : 0.0f;
+  return gx;
+}
+
+}  // namespace hpcnn::ops

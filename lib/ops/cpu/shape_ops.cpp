@@ -1,0 +1,138 @@
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "ops/shape_ops.h"
+
+namespace hpcnn::ops {
+
+namespace {
+int64_t norm_axis(int64_t axis, int rank, const char* op) {
+  if (axis < -rank || axis >= rank)
+    throw_error(ErrorKind::bad_input, std::string(op) + " axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+}  // namespace
+
+Tensor concat_forward(const std::vector<Tensor>& xs, int64_t axis_in) {
+  if (xs.empty()) throw_error(ErrorKind::bad_input, "Concat without inputs");
+  const int rank = xs[0].rank();
+  const int64_t axis = norm_axis(axis_in, rank, "Concat");
+  bool nhwc = rank == 4 && axis == 1;
+  for (const Tensor& x : xs) nhwc = nhwc && x.layout() == Layout::nhwc;
+  Shape out = xs[0].shape();
+  out[axis] = 0;
+  for (const Tensor& x : xs) {
+    if (x.rank() != rank) throw_error(ErrorKind::bad_input, "Concat inputs of different ranks");
+    for (int d = 0; d < rank; ++d)
+      if (d != axis && x.dim(d) != out[d])
+        throw_error(ErrorKind::bad_input, "Concat input " + shape_to_string(x.shape()) + " does not match " + shape_to_string(xs[0].shape()));
+    out[axis] += x.dim(static_cast<int>(axis));
+  }
+  // As [outer, axis * inner] rows: nhwc channel concat is outer = N*H*W, inner = 1.
+  int64_t outer = 1, inner = 1;
+  if (nhwc) {
+    outer = out[0] * out[2] * out[3];
+  } else {
+    for (int d = 0; d < axis; ++d) outer *= out[d];
+    for (int d = static_cast<int>(axis) + 1; d < rank; ++d) inner *= out[d];
+  }
+  Tensor y(out, nhwc ? Layout::nhwc : Layout::plain);
+  const int64_t row = out[axis] * inner;
+  int64_t col = 0;
+  for (const Tensor& x0 : xs) {
+    const Tensor x = nhwc ? x0 : to_layout(x0, Layout::plain);
+    const int64_t w = x.dim(static_cast<int>(axis)) * inner;
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(y.data() + o * row + col, x.data() + o * w, w * sizeof(float));
+    col += w;
+  }
+  return y;
+}
+
+std::vector<Tensor> concat_backward(const std::vector<Shape>& shapes, int64_t axis_in, const Tensor& gy) {
+  const int rank = gy.rank();
+  const int64_t axis = norm_axis(axis_in, rank, "Concat");
+  const bool nhwc = gy.layout() == Layout::nhwc && axis == 1;
+  const Tensor g = nhwc ? gy : to_layout(gy, Layout::plain);
+  int64_t outer = 1, inner = 1;
+  if (nhwc) {
+    outer = g.dim(0) * g.dim(2) * g.dim(3);
+  } else {
+    for (int d = 0; d < axis; ++d) outer *= g.dim(d);
+    for (int d = static_cast<int>(axis) + 1; d < rank; ++d) inner *= g.dim(d);
+  }
+  const int64_t row = g.dim(static_cast<int>(axis)) * inner;
+  std::vector<Tensor> out;
+  int64_t col = 0;
+  for (const Shape& s : shapes) {
+    Tensor x(s, nhwc ? Layout::nhwc : Layout::plain);
+    const int64_t w = s[axis] * inner;
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(x.data() + o * w, g.data() + o * row + col, w * sizeof(float));
+    col += w;
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+namespace {
+// Softmax as [outer, n, inner] with the reduction over n.
+struct SoftmaxView {
+  int64_t outer, n, inner;
+};
+SoftmaxView softmax_view(const Shape& s, int64_t axis_in, bool legacy) {
+  const int rank = static_cast<int>(s.size());
+  const int64_t axis = norm_axis(axis_in, std::max(rank, 1), "Softmax");
+  SoftmaxView v{1, 1, 1};
+  if (rank == 0) return v;
+  for (int d = 0; d < axis; ++d) v.outer *= s[d];
+  if (legacy) {
+    for (int d = static_cast<int>(axis); d < rank; ++d) v.n *= s[d];
+  } else {
+    v.n = s[axis];
+    for (int d = static_cast<int>(axis) + 1; d < rank; ++d) v.inner *= s[d];
+  }
+  return v;
+}
+}  // namespace
+
+Tensor softmax_forward(const Tensor& x_in, int64_t axis, bool legacy) {
+  const Tensor x = to_layout(x_in, Layout::plain);
+  const SoftmaxView v = softmax_view(x.shape(), axis, legacy);
+  Tensor y(x.shape());
+#pragma omp parallel for collapse(2) if (x.numel() > 65536)
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const float* in = x.data() + o * v.n * v.inner + i;
+      float* out = y.data() + o * v.n * v.inner + i;
+      float mx = -INFINITY;
+      for (int64_t k = 0; k < v.n; ++k) mx = std::max(mx, in[k * v.inner]);
+      double sum = 0;
+      for (int64_t k = 0; k < v.n; ++k) {
+        out[k * v.inner] = std::exp(in[k * v.inner] - mx);
+        sum += out[k * v.inner];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t k = 0; k < v.n; ++k) out[k * v.inner] *= inv;
+    }
+  return y;
+}
+
+Tensor softmax_backward(const Tensor& y, const Tensor& gy_in, int64_t axis, bool legacy) {
+  const Tensor gy = to_layout(gy_in, Layout::plain);
+  const SoftmaxView v = softmax_view(y.shape(), axis, legacy);
+  Tensor gx(y.shape());
+#pragma omp parallel for collapse(2) if (y.numel() > 65536)
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const int64_t base = o * v.n * v.inner + i;
+      double dot = 0;
+      for (int64_t k = 0; k < v.n; ++k) dot += static_cast<double>(gy.data()[base + k * v.inner]) * y.data()[base + k * v.inner];
+      for (int64_t k = 0; k < v.n; ++k) {
+        const int64_t j = base + k * v.inner;
+        gx.data()[j] = y.data()[j] * (gy.data()[j] - static_cast<float>(dot));
+      }
+    }
+  return gx;
+}
+
+}  // namespace hpcnn::ops
