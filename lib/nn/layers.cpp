@@ -494,7 +494,8 @@ class ConcatLayer : public Layer {
 class DropoutLayer : public Layer {
  public:
   DropoutLayer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant) {
-    need_outputs(node, 1);  // the mask output (bool) is not supported
+    need_outputs(node, 2);  // output 1: the mask, as an integer (0/1) value
+    mask_out_ = node.output_size() > 1 && !node.output(1).empty();
     if (opset < 12) {
       check_attributes(node, {"ratio", "is_test"});
       ratio_ = attr_float(node, "ratio", 0.5f);
@@ -519,10 +520,21 @@ class DropoutLayer : public Layer {
     if (!active_ || ratio_ == 0.0f) {
       active_ = false;
       out[0] = Value::of(x);
+      if (mask_out_) out[1] = Value::of_ints(std::vector<int64_t>(static_cast<size_t>(x.numel()), 1), x.shape());
       return;
     }
     layout_ = x.layout();
     out[0] = Value::of(ops::dropout_forward(x, ratio_, *ctx.rng, mask_));
+    if (mask_out_) {
+      std::vector<int64_t> m(mask_.begin(), mask_.end());
+      if (x.layout() == Layout::nhwc) {  // mask_ follows x's memory order; report it in NCHW order
+        const int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t p = 0; p < HW; ++p) m[(n * C + c) * HW + p] = mask_[(n * HW + p) * C + c];
+      }
+      out[1] = Value::of_ints(std::move(m), x.shape());
+    }
   }
   void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
                 std::vector<Tensor>& gin, const std::vector<bool>&) override {
@@ -531,7 +543,7 @@ class DropoutLayer : public Layer {
 
  private:
   float ratio_ = 0.5f;
-  bool forced_ = false, forced_set_ = false, active_ = false;
+  bool forced_ = false, forced_set_ = false, active_ = false, mask_out_ = false;
   Layout layout_ = Layout::plain;
   std::vector<uint8_t> mask_;
 };
@@ -559,13 +571,102 @@ class SoftmaxLayer : public Layer {
 };
 
 // ------------------------------------------------------------------------------------------
+class TransposeLayer : public Layer {
+ public:
+  explicit TransposeLayer(const onnx::NodeProto& node) {
+    check_attributes(node, {"perm"});
+    need_outputs(node, 1);
+    perm_ = attr_ints(node, "perm");
+  }
+  void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext&) override {
+    const Tensor& x = tensor_in(in, 0, "Transpose");
+    rank_ = x.rank();
+    out[0] = Value::of(ops::transpose_forward(x, perm_));
+  }
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
+                std::vector<Tensor>& gin, const std::vector<bool>&) override {
+    gin[0] = ops::transpose_forward(gy, ops::inverse_permutation(perm_, rank_));
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+  int rank_ = 0;
+};
+
+class PadLayer : public Layer {
+ public:
+  PadLayer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant) : opset_(opset) {
+    need_outputs(node, 1);
+    if (opset < 11) {
+      check_attributes(node, {"mode", "pads", "value"});
+      pads_ = attr_ints(node, "pads");
+      value_ = attr_float(node, "value", 0.0f);
+    } else {
+      check_attributes(node, {"mode"});
+      if (node.input_size() > 2 && !node.input(2).empty()) {
+        const Value* v = constant(2);
+        if (!v || v->is_int || v->t.numel() != 1) unsupported("Pad constant_value must be a constant fp32 scalar");
+        value_ = v->t.data()[0];
+      }
+      if (node.input_size() > 3 && !node.input(3).empty()) {
+        const Value* v = constant(3);
+        if (!v || !v->is_int) unsupported("Pad axes must be an int64 constant");
+        axes_ = v->ints;
+        has_axes_ = true;
+      }
+    }
+    const std::string mode = attr_string(node, "mode", "constant");
+    if (mode != "constant") unsupported("Pad mode '" + mode + "' (only constant)");
+  }
+  void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext&) override {
+    const Tensor& x = tensor_in(in, 0, "Pad");
+    x_shape_ = x.shape();
+    const int r = x.rank();
+    std::vector<int64_t> given = pads_;
+    if (opset_ >= 11) {
+      if (in.size() < 2 || !in[1] || !in[1]->is_int) unsupported("Pad pads input must be an int64 constant or shape arithmetic");
+      given = in[1]->ints;
+    }
+    full_.assign(static_cast<size_t>(2 * r), 0);
+    if (has_axes_) {
+      if (given.size() != 2 * axes_.size()) throw_error(ErrorKind::bad_input, "Pad pads do not match its axes");
+      for (size_t i = 0; i < axes_.size(); ++i) {
+        const int64_t a = axes_[i] < 0 ? axes_[i] + r : axes_[i];
+        if (a < 0 || a >= r) throw_error(ErrorKind::bad_input, "Pad axis out of range");
+        full_[a] = given[i];
+        full_[a + r] = given[i + axes_.size()];
+      }
+    } else {
+      full_ = given;
+    }
+    out[0] = Value::of(ops::pad_forward(x, full_, value_));
+  }
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
+                std::vector<Tensor>& gin, const std::vector<bool>&) override {
+    gin[0] = ops::pad_backward(x_shape_, full_, gy);
+  }
+
+ private:
+  int64_t opset_;
+  std::vector<int64_t> pads_, axes_, full_;
+  bool has_axes_ = false;
+  float value_ = 0.0f;
+  Shape x_shape_;
+};
+
+// ------------------------------------------------------------------------------------------
 // Shape arithmetic on the host: Shape, Gather, Unsqueeze, Squeeze, Cast, Constant,
 // ConstantOfShape. Folded at load when their inputs are constant; otherwise evaluated per run.
 Value value_from_proto(const onnx::TensorProto& p) {
   const int32_t dt = p.data_type();
-  if (dt == onnx::TensorProto::INT64 || dt == onnx::TensorProto::INT32 || dt == onnx::TensorProto::BOOL ||
-      dt == onnx::TensorProto::INT8 || dt == onnx::TensorProto::UINT8 || dt == onnx::TensorProto::INT16)
+  if (dt == onnx::TensorProto::INT64 || dt == onnx::TensorProto::INT32)
     return Value::of_ints(onnxu::to_int64s(p), onnxu::dims_of(p));
+  if (dt == onnx::TensorProto::BOOL || dt == onnx::TensorProto::INT8 || dt == onnx::TensorProto::UINT8 ||
+      dt == onnx::TensorProto::INT16 || dt == onnx::TensorProto::UINT16 || dt == onnx::TensorProto::UINT32) {
+    std::vector<int64_t> v;
+    for (double d : onnxu::to_doubles(p)) v.push_back(static_cast<int64_t>(d));
+    return Value::of_ints(v, onnxu::dims_of(p));
+  }
   return Value::of(tensor_from_proto(p));
 }
 
@@ -717,6 +818,8 @@ std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, co
   if (op == "Concat") return std::make_unique<ConcatLayer>(node);
   if (op == "Dropout") return std::make_unique<DropoutLayer>(node, opset, constant);
   if (op == "Softmax") return std::make_unique<SoftmaxLayer>(node, opset);
+  if (op == "Transpose") return std::make_unique<TransposeLayer>(node);
+  if (op == "Pad") return std::make_unique<PadLayer>(node, opset, constant);
   if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" || op == "Constant" ||
       op == "ConstantOfShape")
     return std::make_unique<ShapeArithLayer>(node, opset);

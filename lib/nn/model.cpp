@@ -371,6 +371,8 @@ void Model::export_weights(onnx::ModelProto& model) const {
   }
 }
 
+void Model::set_seed(uint64_t seed) { impl_->rng.seed(seed); }
+
 std::string Model::summary() const {
   std::ostringstream os;
   os << impl_->steps.size() << " nodes (" << impl_->folded << " folded):";

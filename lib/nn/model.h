@@ -81,6 +81,10 @@ class Model {
   // inputs' initializers), e.g. to save a trained model with onnx/model.h's save_model().
   void export_weights(onnx::ModelProto& model) const;
 
+  // Reseeds the Dropout mask generator (dist-train reseeds per step from (seed, rank, step),
+  // so a resumed run draws the same masks as an uninterrupted one).
+  void set_seed(uint64_t seed);
+
   // Operator type counts after folding, e.g. for logs.
   std::string summary() const;
 

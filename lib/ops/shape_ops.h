@@ -19,3 +19,17 @@ Tensor softmax_forward(const Tensor& x, int64_t axis, bool legacy_2d);
 Tensor softmax_backward(const Tensor& y, const Tensor& gy, int64_t axis, bool legacy_2d);
 
 }  // namespace hpcnn::ops
+
+namespace hpcnn::ops {
+
+// Transpose with permutation `perm` (empty: reverse the dims); plain output.
+Tensor transpose_forward(const Tensor& x, const std::vector<int64_t>& perm);
+// The inverse permutation of perm (gradient of transpose_forward).
+std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& perm, int rank);
+
+// Constant padding: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] (ONNX order, >= 0).
+Tensor pad_forward(const Tensor& x, const std::vector<int64_t>& pads, float value);
+// Gradient: the interior of gy (the slice that holds x).
+Tensor pad_backward(const Shape& x_shape, const std::vector<int64_t>& pads, const Tensor& gy);
+
+}  // namespace hpcnn::ops

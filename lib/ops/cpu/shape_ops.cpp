@@ -136,3 +136,103 @@ Tensor softmax_backward(const Tensor& y, const Tensor& gy_in, int64_t axis, bool
 }
 
 }  // namespace hpcnn::ops
+
+namespace hpcnn::ops {
+
+std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& perm_in, int rank) {
+  std::vector<int64_t> perm = perm_in;
+  if (perm.empty())
+    for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return inv;
+}
+
+Tensor transpose_forward(const Tensor& x_in, const std::vector<int64_t>& perm_in) {
+  const Tensor x = to_layout(x_in, Layout::plain);
+  const int r = x.rank();
+  std::vector<int64_t> perm = perm_in;
+  if (perm.empty())
+    for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+  if (static_cast<int>(perm.size()) != r) throw_error(ErrorKind::bad_input, "Transpose perm of length " + std::to_string(perm.size()) + " for rank " + std::to_string(r));
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= r || seen[static_cast<size_t>(p)]) throw_error(ErrorKind::bad_input, "Transpose perm is not a permutation");
+    seen[static_cast<size_t>(p)] = true;
+  }
+  Shape out(static_cast<size_t>(r));
+  std::vector<int64_t> in_stride(static_cast<size_t>(r), 1);
+  for (int d = r - 2; d >= 0; --d) in_stride[d] = in_stride[d + 1] * x.dim(d + 1);
+  std::vector<int64_t> st(static_cast<size_t>(r));
+  for (int d = 0; d < r; ++d) {
+    out[d] = x.dim(static_cast<int>(perm[d]));
+    st[d] = in_stride[static_cast<size_t>(perm[d])];
+  }
+  Tensor y(out);
+  std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    y.data()[i] = x.data()[off];
+    for (int d = r - 1; d >= 0; --d) {
+      ++idx[d];
+      off += st[d];
+      if (idx[d] < out[d]) break;
+      off -= st[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+  return y;
+}
+
+namespace {
+// Calls fn(x_offset, y_offset, run) for each innermost row of x inside the padded y.
+template <class Fn>
+void for_each_pad_row(const Shape& xs, const std::vector<int64_t>& pads, const Shape& ys, Fn fn) {
+  const int r = static_cast<int>(xs.size());
+  if (r == 0 || shape_numel(xs) == 0) {
+    if (r == 0) fn(0, 0, 1);
+    return;
+  }
+  std::vector<int64_t> ystride(static_cast<size_t>(r), 1);
+  for (int d = r - 2; d >= 0; --d) ystride[d] = ystride[d + 1] * ys[d + 1];
+  const int64_t inner = xs[r - 1];
+  const int64_t rows = shape_numel(xs) / inner;
+  std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t yoff = 0;
+    for (int d = 0; d < r; ++d) yoff += (idx[d] + pads[d]) * ystride[d];
+    fn(row * inner, yoff, inner);
+    for (int d = r - 2; d >= 0; --d) {
+      if (++idx[d] < xs[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+}  // namespace
+
+Tensor pad_forward(const Tensor& x_in, const std::vector<int64_t>& pads, float value) {
+  const Tensor x = to_layout(x_in, Layout::plain);
+  const int r = x.rank();
+  if (static_cast<int>(pads.size()) != 2 * r) throw_error(ErrorKind::bad_input, "Pad with " + std::to_string(pads.size()) + " pads for rank " + std::to_string(r));
+  Shape ys = x.shape();
+  for (int d = 0; d < r; ++d) {
+    if (pads[d] < 0 || pads[d + r] < 0) throw_error(ErrorKind::unsupported, "Pad with negative pads (cropping)");
+    ys[d] += pads[d] + pads[d + r];
+  }
+  Tensor y = Tensor::full(ys, value);
+  for_each_pad_row(x.shape(), pads, ys, [&](int64_t xo, int64_t yo, int64_t n) {
+    std::memcpy(y.data() + yo, x.data() + xo, static_cast<size_t>(n) * sizeof(float));
+  });
+  return y;
+}
+
+Tensor pad_backward(const Shape& xs, const std::vector<int64_t>& pads, const Tensor& gy_in) {
+  const Tensor gy = to_layout(gy_in, Layout::plain);
+  Tensor gx(xs);
+  for_each_pad_row(xs, pads, gy.shape(), [&](int64_t xo, int64_t yo, int64_t n) {
+    std::memcpy(gx.data() + xo, gy.data() + yo, static_cast<size_t>(n) * sizeof(float));
+  });
+  return gx;
+}
+
+}  // namespace hpcnn::ops

@@ -1,0 +1,141 @@
+#include "data/dataset.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "data/cifar.h"
+#include "data/decompress.h"
+#include "data/format.h"
+#include "data/idx.h"
+#include "data/npy.h"
+#include "data/npy_images.h"
+
+namespace hpcnn::data {
+
+std::string to_string(const SampleInfo& s) {
+  return std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" + std::to_string(s.width) +
+         (s.type == PixelType::u8 ? " u8" : " f32");
+}
+
+namespace {
+
+DataFormat format_of(const FileBytes& fb) {
+  return detect_format(fb.bytes.data(), fb.bytes.size(), fb.bytes.size(), fb.name, fb.origin);
+}
+
+ImageSet images_from_idx(FileBytes& fb) {
+  const IdxHeader h = parse_idx_images_header(fb.bytes.data(), fb.bytes.size(), fb.bytes.size(), fb.origin);
+  ImageSet s;
+  s.count = h.dims[0];
+  s.sample = {1, h.dims[1], h.dims[2], PixelType::u8};
+  fb.bytes.erase(fb.bytes.begin(), fb.bytes.begin() + static_cast<ptrdiff_t>(h.data_offset));
+  s.pixels_u8 = std::move(fb.bytes);
+  return s;
+}
+
+ImageSet images_from_npy(FileBytes& fb) {
+  NpyArray a = parse_npy(fb.bytes, fb.origin);
+  fb.bytes = {};
+  const NpyImageLayout l = npy_image_layout(a.shape, a.dtype, fb.origin);
+  ImageSet s;
+  s.count = l.count;
+  s.sample = l.sample;
+  if (l.sample.type == PixelType::u8 && !l.channels_last) {
+    s.pixels_u8 = std::move(a.bytes);
+    return s;
+  }
+  const size_t in_bytes = l.stored_sample_bytes(), numel = static_cast<size_t>(l.sample.numel());
+  void* out;
+  if (l.sample.type == PixelType::u8) {
+    s.pixels_u8.resize(static_cast<size_t>(l.count) * numel);
+    out = s.pixels_u8.data();
+  } else {
+    s.pixels_f32.resize(static_cast<size_t>(l.count) * numel);
+    out = s.pixels_f32.data();
+  }
+  for (int64_t i = 0; i < l.count; ++i)
+    npy_sample_to_pixels(l, a.bytes.data() + static_cast<size_t>(i) * in_bytes,
+                         static_cast<uint8_t*>(out) + static_cast<size_t>(i) * l.sample.bytes());
+  return s;
+}
+
+ImageSet images_from_cifar(const FileBytes& fb) {
+  ImageSet s;
+  s.count = cifar_record_count(fb.bytes.size(), fb.origin);
+  s.sample = {kCifarChannels, kCifarSize, kCifarSize, PixelType::u8};
+  s.pixels_u8.resize(static_cast<size_t>(s.count * kCifarPixelBytes));
+  s.labels.resize(static_cast<size_t>(s.count));
+  s.labeled = true;
+  for (int64_t i = 0; i < s.count; ++i) {
+    const uint8_t* rec = fb.bytes.data() + i * kCifarRecordBytes;
+    s.labels[static_cast<size_t>(i)] = cifar_label(rec[0], i, fb.origin);
+    std::memcpy(s.pixels_u8.data() + i * kCifarPixelBytes, rec + 1, kCifarPixelBytes);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<int32_t> load_labels(const std::string& labels_path, int decode_threads) {
+  FileBytes fb = read_file_decoded(labels_path, decode_threads);
+  switch (format_of(fb)) {
+    case DataFormat::idx: {
+      const IdxHeader h = parse_idx_labels_header(fb.bytes.data(), fb.bytes.size(), fb.bytes.size(), fb.origin);
+      return std::vector<int32_t>(fb.bytes.begin() + static_cast<ptrdiff_t>(h.data_offset), fb.bytes.end());
+    }
+    case DataFormat::npy:
+      return npy_to_labels(parse_npy(fb.bytes, fb.origin));
+    case DataFormat::cifar10:
+      throw_error(ErrorKind::usage, labels_path + ": a CIFAR-10 binary file holds images and labels together; "
+                                                  "give it as the images file and no labels file");
+  }
+  return {};
+}
+
+ImageSet load_images(const std::string& images_path, const std::string& labels_path, int decode_threads) {
+  ImageSet s;
+  {
+    FileBytes fb = read_file_decoded(images_path, decode_threads);
+    const DataFormat f = format_of(fb);
+    if (f == DataFormat::cifar10 && !labels_path.empty())
+      throw_error(ErrorKind::usage, images_path + " is a CIFAR-10 binary file, which holds its labels; give no labels file (got " +
+                                        labels_path + ")");
+    s = f == DataFormat::idx ? images_from_idx(fb) : f == DataFormat::npy ? images_from_npy(fb) : images_from_cifar(fb);
+  }
+  s.origin = images_path;
+  if (!labels_path.empty()) {
+    s.labels = load_labels(labels_path, decode_threads);
+    s.labeled = true;
+    if (static_cast<int64_t>(s.labels.size()) != s.count)
+      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(s.labels.size()) + " labels but " + images_path +
+                                            " holds " + std::to_string(s.count) + " images");
+  }
+  return s;
+}
+
+ImageSet load_images(const std::vector<std::string>& images_paths, const std::vector<std::string>& labels_paths,
+                     int decode_threads) {
+  if (images_paths.empty()) throw_error(ErrorKind::usage, "no images files given");
+  if (!labels_paths.empty() && labels_paths.size() != images_paths.size())
+    throw_error(ErrorKind::usage, std::to_string(images_paths.size()) + " images files but " +
+                                      std::to_string(labels_paths.size()) + " labels files (give one per images file, or none)");
+  auto labels_of = [&](size_t i) { return labels_paths.empty() ? std::string() : labels_paths[i]; };
+  ImageSet all = load_images(images_paths[0], labels_of(0), decode_threads);
+  for (size_t i = 1; i < images_paths.size(); ++i) {
+    ImageSet part = load_images(images_paths[i], labels_of(i), decode_threads);
+    if (!(part.sample == all.sample))
+      throw_error(ErrorKind::bad_input, images_paths[i] + " holds " + to_string(part.sample) + " images, " + images_paths[0] +
+                                            " holds " + to_string(all.sample));
+    if (part.has_labels() != all.has_labels())
+      throw_error(ErrorKind::bad_input, images_paths[i] + (part.has_labels() ? " has" : " has no") + " labels, " +
+                                            images_paths[0] + (all.has_labels() ? " has" : " has no"));
+    all.count += part.count;
+    all.pixels_u8.insert(all.pixels_u8.end(), part.pixels_u8.begin(), part.pixels_u8.end());
+    all.pixels_f32.insert(all.pixels_f32.end(), part.pixels_f32.begin(), part.pixels_f32.end());
+    all.labels.insert(all.labels.end(), part.labels.begin(), part.labels.end());
+    all.origin += ", " + images_paths[i];
+  }
+  return all;
+}
+
+}  // namespace hpcnn::data

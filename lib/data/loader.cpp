@@ -1,0 +1,210 @@
+#include "data/loader.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "data/epoch_plan.h"
+
+namespace hpcnn::data {
+
+BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, LoaderOptions options)
+    : source_(std::move(source)), options_(std::move(options)) {
+  if (!source_) throw_error(ErrorKind::usage, "BatchLoader: no sample source");
+  const LoaderOptions& o = options_;
+  if (o.prefetch < 1) throw_error(ErrorKind::usage, "loader: prefetch must be >= 1, got " + std::to_string(o.prefetch));
+  if (o.threads < 1) throw_error(ErrorKind::usage, "loader: threads must be >= 1, got " + std::to_string(o.threads));
+  if (o.augment.pad < 0)
+    throw_error(ErrorKind::usage, "augmentation: crop padding must be >= 0, got " + std::to_string(o.augment.pad));
+  norm_ = Normalizer(source_->sample(), o.augment.mean, o.augment.std);
+  const int64_t n = source_->size();
+  if (o.mode == LoaderMode::train) {
+    steps_ = train_steps_per_epoch(n, o.world_size, o.batch_size);
+    if (steps_ == 0)
+      throw_error(ErrorKind::usage, source_->origin() + ": " + std::to_string(n) + " samples are fewer than one step of " +
+                                        std::to_string(o.world_size) + " ranks x batch size " + std::to_string(o.batch_size));
+    samples_ = steps_ * o.batch_size;
+  } else {
+    steps_ = eval_steps(n, o.rank, o.world_size, o.batch_size);
+    const auto [b, e] = eval_shard(n, o.rank, o.world_size);
+    samples_ = e - b;
+  }
+  if (o.mode == LoaderMode::train && (o.rank < 0 || o.rank >= o.world_size))
+    throw_error(ErrorKind::usage, "rank " + std::to_string(o.rank) + " outside [0, " + std::to_string(o.world_size) + ")");
+  augment_next_ = augment_epoch_ = o.augment_enabled;
+  thread_ = std::thread([this] { run(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_work_.notify_all();
+  cv_ready_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BatchLoader::set_augment(bool on) {
+  std::lock_guard lk(mu_);
+  augment_next_ = on;
+}
+
+void BatchLoader::start_epoch(int64_t epoch) {
+  if (epoch < 0) throw_error(ErrorKind::usage, "loader: epoch must be >= 0, got " + std::to_string(epoch));
+  std::deque<Batch> old;
+  {
+    std::lock_guard lk(mu_);
+    if (error_) std::rethrow_exception(error_);
+    ++generation_;
+    epoch_ = epoch;
+    augment_epoch_ = augment_next_;
+    old.swap(queue_);  // freed outside the lock
+    delivered_ = 0;
+    started_ = true;
+  }
+  cv_work_.notify_all();
+}
+
+std::optional<Batch> BatchLoader::next_batch() {
+  std::unique_lock lk(mu_);
+  if (!started_) throw_error(ErrorKind::usage, "loader: next_batch() before start_epoch()");
+  if (error_ && queue_.empty()) std::rethrow_exception(error_);
+  if (delivered_ == steps_) return std::nullopt;
+  cv_ready_.wait(lk, [&] { return !queue_.empty() || error_; });
+  if (queue_.empty()) std::rethrow_exception(error_);
+  Batch b = std::move(queue_.front());
+  queue_.pop_front();
+  ++delivered_;
+  lk.unlock();
+  cv_work_.notify_all();
+  return b;
+}
+
+size_t BatchLoader::ready() const {
+  std::lock_guard lk(mu_);
+  return queue_.size();
+}
+
+std::vector<int64_t> BatchLoader::batch_indices(int64_t step, const std::vector<int64_t>& perm) const {
+  const LoaderOptions& o = options_;
+  std::vector<int64_t> idx;
+  if (o.mode == LoaderMode::train) {
+    const int64_t start = train_batch_start(step, o.rank, o.world_size, o.batch_size);
+    idx.assign(perm.begin() + start, perm.begin() + start + o.batch_size);
+  } else {
+    const auto [b, e] = eval_shard(source_->size(), o.rank, o.world_size);
+    const int64_t first = b + step * o.batch_size, last = std::min(e, first + o.batch_size);
+    for (int64_t i = first; i < last; ++i) idx.push_back(i);
+  }
+  return idx;
+}
+
+Batch BatchLoader::build(int64_t epoch, int64_t step, bool augment, const std::vector<int64_t>& perm) const {
+  const SampleInfo& s = source_->sample();
+  Batch b;
+  b.epoch = epoch;
+  b.step = step;
+  b.indices = batch_indices(step, perm);
+  const auto n = static_cast<int64_t>(b.indices.size());
+  b.images = Tensor({n, s.channels, s.height, s.width});
+  const bool labeled = source_->has_labels();
+  if (labeled) b.labels.resize(static_cast<size_t>(n));
+  const int64_t numel = s.numel();
+  const bool aug = augment && options_.mode == LoaderMode::train;
+
+  auto one = [&](int64_t j, std::vector<uint8_t>& scratch) {
+    const int64_t index = b.indices[static_cast<size_t>(j)];
+    int32_t label = -1;
+    source_->read(index, scratch.data(), &label);
+    float* dst = b.images.data() + j * numel;
+    if (aug) {
+      std::mt19937_64 rng(sample_seed(options_.seed, epoch, index));
+      augment_sample(scratch.data(), s, options_.augment, norm_, true, rng, dst);
+    } else {
+      transform_sample(scratch.data(), s, 0, AugmentDraw{}, norm_, dst);
+    }
+    if (labeled) b.labels[static_cast<size_t>(j)] = label;
+  };
+
+  if (options_.threads == 1 || n < 2) {
+    std::vector<uint8_t> scratch(s.bytes());
+    for (int64_t j = 0; j < n; ++j) one(j, scratch);
+    return b;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+#pragma omp parallel num_threads(options_.threads)
+  {
+    std::vector<uint8_t> scratch(s.bytes());
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      try {
+        one(j, scratch);
+      } catch (...) {
+        errors[static_cast<size_t>(j)] = std::current_exception();
+      }
+    }
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return b;
+}
+
+void BatchLoader::run() {
+  uint64_t done = 0;
+  for (;;) {
+    uint64_t gen;
+    int64_t epoch;
+    bool augment;
+    {
+      std::unique_lock lk(mu_);
+      cv_work_.wait(lk, [&] { return stop_ || (generation_ != done && !error_); });
+      if (stop_) return;
+      gen = generation_;
+      epoch = epoch_;
+      augment = augment_epoch_;
+    }
+    int64_t step = 0;
+    try {
+      const std::vector<int64_t> perm = options_.mode == LoaderMode::train
+                                            ? epoch_permutation(source_->size(), options_.seed, epoch)
+                                            : std::vector<int64_t>{};
+      for (; step < steps_; ++step) {
+        {
+          std::lock_guard lk(mu_);
+          if (stop_) return;
+          if (generation_ != gen) break;
+        }
+        Batch b = build(epoch, step, augment, perm);
+        {
+          std::unique_lock lk(mu_);
+          cv_work_.wait(lk, [&] {
+            return stop_ || generation_ != gen || queue_.size() < static_cast<size_t>(options_.prefetch);
+          });
+          if (stop_) return;
+          if (generation_ != gen) break;
+          queue_.push_back(std::move(b));
+        }
+        cv_ready_.notify_all();
+      }
+    } catch (...) {
+      const std::string where = "while loading epoch " + std::to_string(epoch) + ", step " + std::to_string(step) +
+                                " (rank " + std::to_string(options_.rank) + ")";
+      std::exception_ptr e;
+      try {
+        throw;
+      } catch (const Error& err) {
+        e = std::make_exception_ptr(err.with_context(where));
+      } catch (...) {
+        e = std::current_exception();
+      }
+      {
+        std::lock_guard lk(mu_);
+        if (generation_ == gen) error_ = e;
+      }
+      cv_ready_.notify_all();
+    }
+    done = gen;
+  }
+}
+
+}  // namespace hpcnn::data

@@ -1,0 +1,199 @@
+#include "data/source.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "data/cifar.h"
+#include "data/decompress.h"
+#include "data/file_io.h"
+#include "data/format.h"
+#include "data/idx.h"
+#include "data/npy.h"
+#include "data/npy_images.h"
+
+namespace hpcnn::data {
+
+void SampleSource::check_index(int64_t index) const {
+  if (index < 0 || index >= size_)
+    throw_error(ErrorKind::usage, origin_ + ": sample index " + std::to_string(index) + " out of range [0, " +
+                                      std::to_string(size_) + ")");
+}
+
+// ---- InMemorySource -------------------------------------------------------------------------
+
+InMemorySource::InMemorySource(ImageSet images) : set_(std::move(images)) {
+  size_ = set_.count;
+  sample_ = set_.sample;
+  labeled_ = set_.has_labels();
+  origin_ = set_.origin;
+  const size_t want = static_cast<size_t>(set_.count) * static_cast<size_t>(sample_.numel());
+  const size_t have = sample_.type == PixelType::u8 ? set_.pixels_u8.size() : set_.pixels_f32.size();
+  if (have != want || (labeled_ && set_.labels.size() != static_cast<size_t>(set_.count)))
+    throw_error(ErrorKind::usage, origin_ + ": inconsistent ImageSet (" + std::to_string(have) + " pixel values for " +
+                                      std::to_string(set_.count) + " samples of " + to_string(sample_) + ")");
+}
+
+void InMemorySource::read(int64_t index, void* pixels, int32_t* label) const {
+  check_index(index);
+  const size_t n = static_cast<size_t>(sample_.numel()), at = static_cast<size_t>(index) * n;
+  if (sample_.type == PixelType::u8)
+    std::memcpy(pixels, set_.pixels_u8.data() + at, n);
+  else
+    std::memcpy(pixels, set_.pixels_f32.data() + at, n * sizeof(float));
+  if (label) *label = labeled_ ? set_.labels[static_cast<size_t>(index)] : -1;
+}
+
+// ---- FileSource -----------------------------------------------------------------------------
+
+struct FileSource::Impl {
+  explicit Impl(File f) : file(std::move(f)) {}
+  File file;
+  DataFormat format = DataFormat::idx;
+  uint64_t data_offset = 0;   // first sample
+  uint64_t stride = 0;        // bytes per stored sample (CIFAR-10: per record)
+  NpyImageLayout npy;         // NPY only
+  bool convert = false;       // NPY: stored bytes need conversion (f8, channels last)
+  std::vector<int32_t> labels;  // IDX/NPY with a labels file
+};
+
+FileSource::FileSource(const std::string& images_path, const std::string& labels_path)
+    : impl_(std::make_unique<Impl>(File::open(images_path))) {
+  Impl& m = *impl_;
+  origin_ = images_path;
+  uint8_t head[kIdxMaxHeaderBytes] = {};
+  const size_t n = m.file.pread_some(head, sizeof head, 0);
+  if (const Compression c = detect_compression(head, n); c != Compression::none)
+    throw_error(ErrorKind::usage, images_path + " is " + compression_name(c) +
+                                      "-compressed; compressed files are decoded into memory (load_images), not read sample by sample");
+  m.format = detect_format(head, n, m.file.size(), images_path, images_path);
+  switch (m.format) {
+    case DataFormat::idx: {
+      const IdxHeader h = parse_idx_images_header(head, n, m.file.size(), images_path);
+      size_ = h.dims[0];
+      sample_ = {1, h.dims[1], h.dims[2], PixelType::u8};
+      m.data_offset = h.data_offset;
+      m.stride = static_cast<uint64_t>(sample_.numel());
+      break;
+    }
+    case DataFormat::npy: {
+      uint64_t offset = 0;
+      const NpyArray a = read_npy_header(images_path, &offset);
+      m.npy = npy_image_layout(a.shape, a.dtype, images_path);
+      size_ = m.npy.count;
+      sample_ = m.npy.sample;
+      m.data_offset = offset;
+      m.stride = m.npy.stored_sample_bytes();
+      m.convert = m.npy.channels_last || m.npy.dtype == "<f8";
+      break;
+    }
+    case DataFormat::cifar10:
+      if (!labels_path.empty())
+        throw_error(ErrorKind::usage, images_path + " is a CIFAR-10 binary file, which holds its labels; give no labels file (got " +
+                                          labels_path + ")");
+      size_ = cifar_record_count(m.file.size(), images_path);
+      sample_ = {kCifarChannels, kCifarSize, kCifarSize, PixelType::u8};
+      m.data_offset = 0;
+      m.stride = kCifarRecordBytes;
+      labeled_ = true;
+      break;
+  }
+  if (!labels_path.empty()) {
+    m.labels = load_labels(labels_path);
+    labeled_ = true;
+    if (static_cast<int64_t>(m.labels.size()) != size_)
+      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(m.labels.size()) + " labels but " +
+                                            images_path + " holds " + std::to_string(size_) + " images");
+  }
+}
+
+FileSource::~FileSource() = default;
+
+void FileSource::read(int64_t index, void* pixels, int32_t* label) const {
+  check_index(index);
+  const Impl& m = *impl_;
+  const uint64_t at = m.data_offset + static_cast<uint64_t>(index) * m.stride;
+  switch (m.format) {
+    case DataFormat::idx:
+      m.file.pread_exact(pixels, m.stride, at);
+      break;
+    case DataFormat::npy:
+      if (!m.convert) {
+        m.file.pread_exact(pixels, m.stride, at);
+      } else {
+        thread_local std::vector<uint8_t> buf;
+        buf.resize(m.stride);
+        m.file.pread_exact(buf.data(), m.stride, at);
+        npy_sample_to_pixels(m.npy, buf.data(), pixels);
+      }
+      break;
+    case DataFormat::cifar10: {
+      std::array<uint8_t, kCifarRecordBytes> rec;
+      m.file.pread_exact(rec.data(), rec.size(), at);
+      const int32_t l = cifar_label(rec[0], index, origin_);
+      std::memcpy(pixels, rec.data() + 1, kCifarPixelBytes);
+      if (label) *label = l;
+      return;
+    }
+  }
+  if (label) *label = labeled_ ? m.labels[static_cast<size_t>(index)] : -1;
+}
+
+// ---- ConcatSource ---------------------------------------------------------------------------
+
+ConcatSource::ConcatSource(std::vector<std::shared_ptr<const SampleSource>> parts) : parts_(std::move(parts)) {
+  if (parts_.empty()) throw_error(ErrorKind::usage, "ConcatSource: no parts");
+  sample_ = parts_[0]->sample();
+  labeled_ = parts_[0]->has_labels();
+  for (const auto& p : parts_) {
+    if (!(p->sample() == sample_))
+      throw_error(ErrorKind::bad_input, p->origin() + " holds " + to_string(p->sample()) + " images, " + parts_[0]->origin() +
+                                            " holds " + to_string(sample_));
+    if (p->has_labels() != labeled_)
+      throw_error(ErrorKind::bad_input, p->origin() + (p->has_labels() ? " has" : " has no") + " labels, " +
+                                            parts_[0]->origin() + (labeled_ ? " has" : " has no"));
+    starts_.push_back(size_);
+    size_ += p->size();
+    origin_ += (origin_.empty() ? "" : ", ") + p->origin();
+  }
+}
+
+bool ConcatSource::in_memory() const {
+  return std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->in_memory(); });
+}
+
+void ConcatSource::read(int64_t index, void* pixels, int32_t* label) const {
+  check_index(index);
+  const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+  parts_[k]->read(index - starts_[k], pixels, label);
+}
+
+// ---- open_source ----------------------------------------------------------------------------
+
+std::shared_ptr<const SampleSource> open_source(const DataFiles& files) {
+  if (files.images.empty()) throw_error(ErrorKind::usage, "no images files given");
+  if (!files.labels.empty() && files.labels.size() != files.images.size())
+    throw_error(ErrorKind::usage, std::to_string(files.images.size()) + " images files but " +
+                                      std::to_string(files.labels.size()) + " labels files (give one per images file, or none)");
+  if (files.cache) return std::make_shared<InMemorySource>(load_images(files.images, files.labels, files.decode_threads));
+  std::vector<std::shared_ptr<const SampleSource>> parts;
+  for (size_t i = 0; i < files.images.size(); ++i) {
+    const std::string& path = files.images[i];
+    const std::string labels = files.labels.empty() ? std::string() : files.labels[i];
+    uint8_t head[8] = {};
+    const size_t n = File::open(path).pread_some(head, sizeof head, 0);
+    if (const Compression c = detect_compression(head, n); c != Compression::none) {
+      spdlog::info("{} is {}-compressed: decoding it into memory (no sample-by-sample reads of compressed files)", path,
+                   compression_name(c));
+      parts.push_back(std::make_shared<InMemorySource>(load_images(path, labels, files.decode_threads)));
+    } else {
+      parts.push_back(std::make_shared<FileSource>(path, labels));
+    }
+  }
+  if (parts.size() == 1) return parts[0];
+  return std::make_shared<ConcatSource>(std::move(parts));
+}
+
+}  // namespace hpcnn::data

@@ -1,0 +1,99 @@
+// hpcnn data: sources of samples for the batch loader (data/loader.h), read one sample at a time
+// by index, from memory or from the file on demand.
+//
+//   InMemorySource  every decoded sample in memory (an ImageSet, data/dataset.h).
+//   FileSource      uncompressed IDX, NPY or CIFAR-10 binary files read with pread, one sample per
+//                   call: memory stays at the labels (4 bytes per sample; none for CIFAR-10, whose
+//                   labels are read with the sample) whatever the data set size. Compressed files
+//                   (gzip, huffgpu) have no random access and always decode into memory.
+//   ConcatSource    several sources one after the other (CIFAR-10 batches, shards).
+//
+// read() is thread-safe (pread; no shared file position) and may be called concurrently.
+// Errors name the file and byte offset (see data/dataset.h): ErrorKind::bad_input when a file
+// turns out shorter than its header said (truncated or shrunk since it was opened),
+// ErrorKind::io for read errors, ErrorKind::usage for an index out of range.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace hpcnn::data {
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+
+  int64_t size() const { return size_; }                 // number of samples
+  const SampleInfo& sample() const { return sample_; }   // shape and pixel type of every sample
+  bool has_labels() const { return labeled_; }
+  const std::string& origin() const { return origin_; }  // the file(s), for messages
+  virtual bool in_memory() const = 0;
+
+  // Sample `index` (0 <= index < size()): sample().bytes() bytes to `pixels` (u8 or float by
+  // sample().type, CHW), and its class label to *label when `label` is not null and the source
+  // has labels (-1 otherwise).
+  virtual void read(int64_t index, void* pixels, int32_t* label) const = 0;
+
+ protected:
+  void check_index(int64_t index) const;
+  int64_t size_ = 0;
+  SampleInfo sample_;
+  bool labeled_ = false;
+  std::string origin_;
+};
+
+class InMemorySource final : public SampleSource {
+ public:
+  explicit InMemorySource(ImageSet images);
+  bool in_memory() const override { return true; }
+  void read(int64_t index, void* pixels, int32_t* label) const override;
+  const ImageSet& images() const { return set_; }
+
+ private:
+  ImageSet set_;
+};
+
+class FileSource final : public SampleSource {
+ public:
+  // Opens an uncompressed images file (and labels file; empty for none or for CIFAR-10), reading
+  // and checking the headers and the labels. ErrorKind::usage for a compressed file (load it with
+  // load_images / InMemorySource instead).
+  FileSource(const std::string& images_path, const std::string& labels_path);
+  ~FileSource() override;
+  bool in_memory() const override { return false; }
+  void read(int64_t index, void* pixels, int32_t* label) const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class ConcatSource final : public SampleSource {
+ public:
+  // The parts must agree in sample shape/type and in having labels (ErrorKind::bad_input).
+  explicit ConcatSource(std::vector<std::shared_ptr<const SampleSource>> parts);
+  bool in_memory() const override;
+  void read(int64_t index, void* pixels, int32_t* label) const override;
+
+ private:
+  std::vector<std::shared_ptr<const SampleSource>> parts_;
+  std::vector<int64_t> starts_;  // first index of each part
+};
+
+struct DataFiles {
+  std::vector<std::string> images;  // one or more images files, concatenated in order
+  std::vector<std::string> labels;  // empty (no labels, or CIFAR-10), or one per images file
+  bool cache = true;                // keep every decoded sample in memory; false: FileSource for
+                                    // uncompressed files (compressed ones are decoded into memory)
+  int decode_threads = 0;           // huffgpu CPU codec threads (0: all cores)
+};
+
+// The source for `files`: InMemorySource when cache, else FileSource per uncompressed file and
+// InMemorySource per compressed one (logged), concatenated when there are several.
+std::shared_ptr<const SampleSource> open_source(const DataFiles& files);
+
+}  // namespace hpcnn::data

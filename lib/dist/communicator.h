@@ -1,0 +1,42 @@
+// hpcnn dist: the communicator interface of data-parallel training, so that the trainer does
+// not depend on MPI or NCCL. Implementations: MPI (CPU buffers; built when MPI is found) and a
+// single-process one (world size 1, used without mpirun or in builds without MPI). An NCCL
+// implementation for device buffers will sit beside them.
+//
+// Collective calls must be made by every rank in the same order. Failures throw hpcnn::Error
+// with ErrorKind::device naming the call and the rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hpcnn::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi" or "single"
+  // In-place sums over all ranks.
+  virtual void allreduce_sum(float* data, size_t count) = 0;
+  virtual void allreduce_sum(double* data, size_t count) = 0;
+  virtual void allreduce_max(int64_t* data, size_t count) = 0;
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // Every rank's value, indexed by rank.
+  virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
+  virtual void barrier() = 0;
+  // Ends every rank of the job at once (MPI_Abort) with exit status `code`.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// MPI when this build has it (initialising MPI; a plain run without mpirun is a world of one),
+// the single-process communicator otherwise.
+std::unique_ptr<Communicator> make_communicator(int* argc, char*** argv);
+std::unique_ptr<Communicator> make_single_communicator();
+bool have_mpi();
+
+}  // namespace hpcnn::dist

@@ -1,0 +1,88 @@
+// The MPI communicator (CPU buffers, MPI_COMM_WORLD). Large buffers are reduced in pieces of
+// at most 2^30 elements (MPI counts are int).
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "dist/communicator.h"
+
+namespace hpcnn::dist {
+
+namespace {
+
+void check(int rc, const char* call, int rank) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw_error(ErrorKind::device, std::string(call) + " failed on rank " + std::to_string(rank) + ": " + std::string(msg, len));
+}
+
+class Mpi final : public Communicator {
+ public:
+  Mpi(int* argc, char*** argv) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+      int provided = 0;
+      check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread", -1);
+      owner_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~Mpi() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owner_ && !finalized) MPI_Finalize();
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  template <class T>
+  void reduce(T* data, size_t count, MPI_Datatype type, MPI_Op op, const char* call) {
+    constexpr size_t piece = size_t{1} << 30;
+    for (size_t off = 0; off < count; off += piece) {
+      const int n = static_cast<int>(std::min(piece, count - off));
+      check(MPI_Allreduce(MPI_IN_PLACE, data + off, n, type, op, MPI_COMM_WORLD), call, rank_);
+    }
+  }
+  void allreduce_sum(float* d, size_t n) override { reduce(d, n, MPI_FLOAT, MPI_SUM, "MPI_Allreduce"); }
+  void allreduce_sum(double* d, size_t n) override { reduce(d, n, MPI_DOUBLE, MPI_SUM, "MPI_Allreduce"); }
+  void allreduce_max(int64_t* d, size_t n) override { reduce(d, n, MPI_INT64_T, MPI_MAX, "MPI_Allreduce"); }
+  void broadcast(void* data, size_t bytes, int root) override {
+    constexpr size_t piece = size_t{1} << 30;
+    char* p = static_cast<char*>(data);
+    for (size_t off = 0; off < bytes; off += piece) {
+      const int n = static_cast<int>(std::min(piece, bytes - off));
+      check(MPI_Bcast(p + off, n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast", rank_);
+    }
+  }
+  std::vector<uint64_t> allgather(uint64_t v) override {
+    std::vector<uint64_t> out(static_cast<size_t>(size_));
+    check(MPI_Allgather(&v, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather", rank_);
+    return out;
+  }
+  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", rank_); }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+ private:
+  int rank_ = 0, size_ = 1;
+  bool owner_ = false;
+};
+
+}  // namespace
+
+bool have_mpi() { return true; }
+
+std::unique_ptr<Communicator> make_communicator(int* argc, char*** argv) { return std::make_unique<Mpi>(argc, argv); }
+
+}  // namespace hpcnn::dist

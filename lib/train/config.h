@@ -1,0 +1,55 @@
+// hpcnn train: dist-train's JSON configuration. Every key is documented in configs/README.md.
+// The defaults form the schema: a key that is not in it is an error listing the valid keys
+// of its section; a value of the wrong JSON type is an error naming the key. Overrides
+// ("section.key=value", the value parsed as JSON, or taken as a string when it is not JSON)
+// are applied after the file, then everything is validated before any training starts.
+// Relative paths are taken relative to the current directory.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/optimizer.h"
+#include "train/schedule.h"
+
+namespace hpcnn::train {
+
+struct DataConfig {
+  std::string train_images, train_labels, test_images, test_labels;
+  bool cache = true;      // keep decoded samples in memory
+  int prefetch = 4;       // batches queued by the loader thread
+};
+
+struct AugmentConfig {
+  int crop_padding = 0;   // random crop with this much zero padding (0: off)
+  bool horizontal_flip = false;
+  std::vector<float> mean{0.0f}, std{1.0f};  // per channel, after scaling u8 pixels to [0, 1]
+};
+
+struct TrainConfig {
+  std::string model, output, metrics, checkpoint;
+  int checkpoint_interval = 1;  // epochs (0: only on SIGTERM)
+  DataConfig data;
+  AugmentConfig augmentation;
+  int epochs = 1, batch_size = 64, accumulation_steps = 1, eval_batch_size = 256;
+  OptimizerOptions optimizer;
+  LrSchedule lr;
+  float label_smoothing = 0.0f;
+  int final_polish_epochs = 0;
+  uint64_t seed = 1;
+  bool deterministic = false;
+  int threads = 0;              // per rank; 0: the cores of this node divided among its ranks
+  bool sparse = false;
+  std::string mask;             // ONNX model whose zero weights give the sparsity mask
+  int64_t max_steps_per_epoch = 0;  // 0: all (a limit for smoke tests)
+  nlohmann::json merged;        // the merged configuration, as --print-config shows it
+};
+
+nlohmann::json default_config();
+// Reads `path` (may be empty: defaults only), applies overrides, validates.
+TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides);
+
+}  // namespace hpcnn::train

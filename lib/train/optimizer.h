@@ -1,0 +1,44 @@
+// hpcnn train: the optimizers of dist-train, updating parameters from the averaged, compacted
+// gradients of dist::GradientExchange. State (momentum) exists only for the positions in the
+// layout, so a pruned model's zero weights get no state and stay exactly zero.
+//
+//   sgd:  g' = g + wd * w;  v = momentum * v + g';  w -= lr * (nesterov ? g' + momentum * v : v)
+//   lars: (You, Gitman & Ginsburg, "Large batch training of convolutional networks", 2017)
+//         per parameter tensor: local = trust * ||w|| / (||g|| + wd * ||w||) (1 when a norm is 0);
+//         v = momentum * v + lr * local * (g + wd * w);  w -= v.
+//         Tensors without weight decay (BatchNormalization, biases) skip the LARS scaling.
+// Weight decay skips Parameter::no_weight_decay tensors when skip_bn_bias (the default).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dist/exchange.h"
+#include "nn/model.h"
+
+namespace hpcnn::train {
+
+struct OptimizerOptions {
+  std::string type = "sgd";  // "sgd" or "lars"
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;
+  bool weight_decay_skip_bn_bias = true;
+  float trust_coefficient = 0.001f;  // LARS
+};
+
+class Optimizer {
+ public:
+  Optimizer(OptimizerOptions options, const dist::ParamLayout& layout);
+  // grads: the fused compacted gradients (layout order). Updates params[k].value in place.
+  void step(std::vector<nn::Parameter>& params, const std::vector<float>& grads, float lr);
+  std::vector<float>& state() { return velocity_; }  // for checkpoints (layout order)
+
+ private:
+  OptimizerOptions opt_;
+  const dist::ParamLayout& layout_;
+  std::vector<float> velocity_;
+  std::vector<float> w_, g_;  // scratch: compacted weights / gradients of one tensor
+};
+
+}  // namespace hpcnn::train

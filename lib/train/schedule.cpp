@@ -1,0 +1,41 @@
+#include "train/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+
+namespace hpcnn::train {
+
+double LrSchedule::peak(int64_t global_batch) const {
+  const double r = static_cast<double>(global_batch) / static_cast<double>(base_batch);
+  if (scaling == "linear") return base * r;
+  if (scaling == "sqrt") return base * std::sqrt(r);
+  return base;
+}
+
+double LrSchedule::at(int64_t step, int64_t total, int64_t per_epoch, int64_t global_batch) const {
+  const double p = peak(global_batch);
+  const int64_t warm = static_cast<int64_t>(std::llround(warmup_epochs * static_cast<double>(per_epoch)));
+  if (step < warm) return p * (warmup_start + (1.0 - warmup_start) * static_cast<double>(step + 1) / static_cast<double>(warm));
+  if (decay == "constant" || total <= warm) return p;
+  const double t = std::clamp(static_cast<double>(step - warm) / static_cast<double>(total - warm), 0.0, 1.0);
+  if (decay == "cosine") return final_lr + (p - final_lr) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0;
+  return final_lr + (p - final_lr) * std::pow(1.0 - t, power);
+}
+
+void LrSchedule::validate() const {
+  if (!(base > 0)) throw_error(ErrorKind::usage, "lr.base must be > 0");
+  if (base_batch <= 0) throw_error(ErrorKind::usage, "lr.base_batch must be > 0");
+  if (scaling != "linear" && scaling != "sqrt" && scaling != "none")
+    throw_error(ErrorKind::usage, "lr.scaling '" + scaling + "' is not one of: linear, sqrt, none");
+  if (decay != "cosine" && decay != "polynomial" && decay != "constant")
+    throw_error(ErrorKind::usage, "lr.decay '" + decay + "' is not one of: cosine, polynomial, constant");
+  if (warmup_epochs < 0) throw_error(ErrorKind::usage, "lr.warmup_epochs must be >= 0");
+  if (warmup_start < 0 || warmup_start > 1) throw_error(ErrorKind::usage, "lr.warmup_start must be in [0, 1]");
+  if (final_lr < 0) throw_error(ErrorKind::usage, "lr.final must be >= 0");
+  if (!(power > 0)) throw_error(ErrorKind::usage, "lr.power must be > 0");
+}
+
+}  // namespace hpcnn::train

@@ -1,0 +1,34 @@
+// hpcnn train: dist-train's training loop: data-parallel SGD/LARS over a Communicator, with the
+// large-batch recipe (scaled learning rate, warm-up, label smoothing, Final Polishing: the last
+// final_polish_epochs epochs train on non-augmented data, Kasagi et al., HPDC 2020), the sparse
+// gradient exchange of pruned models, checkpoints and metrics.
+//
+// Every rank calls run_training() with the same configuration. After request_stop() (SIGTERM)
+// it checkpoints at the next step and returns {"stopped": true, ...} on every rank. Rank 0 writes the output model,
+// checkpoints and the metrics file; the returned summary is the same on every rank. Errors
+// throw hpcnn::Error naming the rank where it matters; the caller aborts the job (MPI_Abort).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "dist/communicator.h"
+#include "train/config.h"
+
+namespace hpcnn::train {
+
+struct RunOptions {
+  std::string resume;     // checkpoint to resume from ("" = start fresh)
+  bool progress = false;  // progress bar on stderr (rank 0, a terminal)
+};
+
+nlohmann::json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& options);
+// Test accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_*.
+nlohmann::json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path);
+
+// Asks a running training to checkpoint and stop at the next step (async-signal-safe).
+void request_stop();
+// Exit status after a stop request was honoured (128 + SIGTERM).
+inline constexpr int kStoppedExitCode = 143;
+
+}  // namespace hpcnn::train

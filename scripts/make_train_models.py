@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Writes the ONNX models that dist-train's example configs train, with He-initialised
+weights from a fixed seed (numpy + onnx.helper; no PyTorch needed):
+
+  fashion_mnist_cnn.onnx     Conv5x5(32)-BN-ReLU-MaxPool, Conv3x3(64)-BN-ReLU, Conv3x3(64)-BN-ReLU-MaxPool,
+                             Flatten, Dropout(0.25), Gemm(128)-ReLU, Gemm(10)     (~0.47 M parameters)
+  fashion_mnist_resnet.onnx  ResNet-20 for 1x28x28 (He et al. 2016, section 4.2): 3x3 stem (16),
+                             3 stages of 3 BasicBlocks (16, 32, 64 channels; stride 2 with 1x1
+                             projection shortcuts), GlobalAveragePool, Gemm(10)   (~0.27 M parameters)
+
+Usage: make_train_models.py OUTDIR [--seed N]
+"""
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class Builder:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.n = [], [], 0
+
+    def name(self, base):
+        self.n += 1
+        return f"{base}_{self.n}"
+
+    def init(self, name, arr):
+        self.inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
+        return name
+
+    def conv(self, x, cin, cout, k, stride=1, pad=None, bias=False):
+        pad = k // 2 if pad is None else pad
+        n = self.name("conv")
+        w = self.rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))
+        ins = [x, self.init(n + ".weight", w)]
+        if bias:
+            ins.append(self.init(n + ".bias", np.zeros(cout)))
+        y = n + ".out"
+        self.nodes.append(helper.make_node("Conv", ins, [y], name=n, kernel_shape=[k, k], strides=[stride, stride],
+                                           pads=[pad] * 4))
+        return y
+
+    def bn(self, x, c):
+        n = self.name("bn")
+        ins = [x, self.init(n + ".weight", np.ones(c)), self.init(n + ".bias", np.zeros(c)),
+               self.init(n + ".running_mean", np.zeros(c)), self.init(n + ".running_var", np.ones(c))]
+        y = n + ".out"
+        self.nodes.append(helper.make_node("BatchNormalization", ins, [y], name=n, epsilon=1e-5, momentum=0.9))
+        return y
+
+    def op(self, op, ins, **attrs):
+        n = self.name(op.lower())
+        y = n + ".out"
+        self.nodes.append(helper.make_node(op, ins, [y], name=n, **attrs))
+        return y
+
+    def fc(self, x, cin, cout):
+        n = self.name("fc")
+        bound = 1.0 / np.sqrt(cin)
+        w = self.rng.uniform(-bound, bound, (cout, cin)) * np.sqrt(6.0) / np.sqrt(2.0)  # Kaiming uniform (ReLU)
+        b = self.rng.uniform(-bound, bound, cout)
+        y = n + ".out"
+        self.nodes.append(helper.make_node("Gemm", [x, self.init(n + ".weight", w), self.init(n + ".bias", b)], [y],
+                                           name=n, transB=1))
+        return y
+
+    def model(self, out, name):
+        g = helper.make_graph(self.nodes, name,
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N", 10])], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="hpcnn make_train_models.py")
+        m.ir_version = 8
+        onnx.checker.check_model(m, full_check=True)
+        return m
+
+
+def cnn(seed):
+    b = Builder(seed)
+    x = b.op("Relu", [b.bn(b.conv("input", 1, 32, 5), 32)])
+    x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.op("Relu", [b.bn(b.conv(x, 32, 64, 3), 64)])
+    x = b.op("Relu", [b.bn(b.conv(x, 64, 64, 3), 64)])
+    x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.op("Flatten", [x], axis=1)
+    ratio = b.init("dropout.ratio", np.array(0.25))
+    x = b.op("Dropout", [x, ratio])
+    x = b.op("Relu", [b.fc(x, 64 * 7 * 7, 128)])
+    return b.model(b.fc(x, 128, 10), "fashion_mnist_cnn")
+
+
+def resnet20(seed):
+    b = Builder(seed)
+    x = b.op("Relu", [b.bn(b.conv("input", 1, 16, 3), 16)])
+    cin = 16
+    for stage, c in enumerate([16, 32, 64]):
+        for block in range(3):
+            stride = 2 if (stage > 0 and block == 0) else 1
+            y = b.op("Relu", [b.bn(b.conv(x, cin, c, 3, stride), c)])
+            y = b.bn(b.conv(y, c, c, 3), c)
+            sc = x if (stride == 1 and cin == c) else b.bn(b.conv(x, cin, c, 1, stride, pad=0), c)
+            x = b.op("Relu", [b.op("Add", [y, sc])])
+            cin = c
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])], axis=1)
+    return b.model(b.fc(x, 64, 10), "fashion_mnist_resnet20")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("outdir")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    os.makedirs(a.outdir, exist_ok=True)
+    for name, fn in [("fashion_mnist_cnn", cnn), ("fashion_mnist_resnet", resnet20)]:
+        m = fn(a.seed)
+        path = os.path.join(a.outdir, name + ".onnx")
+        onnx.save(m, path)
+        params = sum(int(np.prod(t.dims)) for t in m.graph.initializer if "running" not in t.name and t.dims)
+        print(f"{path}: {params} parameters")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""dist-train as a user runs it: single process and under mpirun (2 ranks), on the real
+Fashion-MNIST files from Debian's dataset-fashion-mnist, with few steps per epoch so the whole
+file runs in a few minutes. Covers the outputs (model, metrics, checkpoint, summary), the
+configuration checks, resume (bit-identical in deterministic mode, and with another world
+size), the sparse exchange, compressed shards, SIGTERM, and failures on one rank."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import hpcnn_test as H
+
+FM = "/usr/share/datasets/fashion-mnist"
+MPIRUN = os.environ.get("HPCNN_MPIRUN", shutil.which("mpirun") or "mpirun")
+pytestmark = pytest.mark.skipif(not os.path.exists(f"{FM}/train-images-idx3-ubyte.gz"),
+                                reason="dataset-fashion-mnist is not installed (scripts/setup.sh installs it)")
+
+
+def tiny_cnn(path, dropout=False, seed=0):
+    """Conv(8)-BN-ReLU-MaxPool-Conv(16)-ReLU-MaxPool-Flatten-Gemm(10): small and fast."""
+    rng = np.random.default_rng(seed)
+    def w(*s):
+        fan = int(np.prod(s[1:])) if len(s) > 1 else s[0]
+        return (rng.standard_normal(s) * np.sqrt(2.0 / fan)).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("c1.w", w(8, 1, 3, 3)), ("bn.scale", np.ones(8, np.float32)), ("bn.bias", np.zeros(8, np.float32)),
+        ("bn.mean", np.zeros(8, np.float32)), ("bn.var", np.ones(8, np.float32)),
+        ("c2.w", w(16, 8, 3, 3)), ("c2.b", np.zeros(16, np.float32)),
+        ("fc.w", w(10, 16 * 7 * 7)), ("fc.b", np.zeros(10, np.float32))]]
+    nodes = [helper.make_node("Conv", ["x", "c1.w"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c1", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["b1"]),
+             helper.make_node("Relu", ["b1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "c2.w", "c2.b"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p2"], ["f"])]
+    last = "f"
+    if dropout:
+        inits.append(numpy_helper.from_array(np.array(0.3, np.float32), "ratio"))
+        nodes.append(helper.make_node("Dropout", ["f", "ratio"], ["d"]))
+        last = "d"
+    nodes.append(helper.make_node("Gemm", [last, "fc.w", "fc.b"], ["logits"], transB=1))
+    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def config(tmp, **over):
+    c = {
+        "model": str(tmp / "tiny.onnx"),
+        "output": str(tmp / "trained.onnx"),
+        "metrics": str(tmp / "metrics.jsonl"),
+        "checkpoint": {"path": str(tmp / "ckpt"), "interval_epochs": 1},
+        "data": {"train_images": f"{FM}/train-images-idx3-ubyte.gz", "train_labels": f"{FM}/train-labels-idx1-ubyte.gz",
+                 "test_images": f"{FM}/t10k-images-idx3-ubyte.gz", "test_labels": f"{FM}/t10k-labels-idx1-ubyte.gz"},
+        "augmentation": {"crop_padding": 2, "horizontal_flip": True, "mean": [0.286], "std": [0.353]},
+        "epochs": 2, "batch_size": 32, "max_steps_per_epoch": 8, "eval_batch_size": 500,
+        "optimizer": {"type": "sgd", "momentum": 0.9, "weight_decay": 5e-4},
+        "lr": {"base": 0.05, "base_batch": 64, "warmup_epochs": 0.5},
+        "label_smoothing": 0.1, "final_polish_epochs": 1, "threads": 1, "seed": 3,
+    }
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(c.get(k), dict):
+            c[k].update(v)
+        else:
+            c[k] = v
+    p = tmp / "config.json"
+    p.write_text(json.dumps(c))
+    if not os.path.exists(c["model"]):
+        tiny_cnn(c["model"])
+    return p
+
+
+def dist_train(*args, ranks=0, env=None, timeout=600):
+    cmd = [H.tool("dist-train"), *map(str, args)]
+    if ranks:
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *cmd]
+    e = dict(os.environ, OMP_NUM_THREADS="1")
+    e.update(env or {})
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def ok(p):
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def weights(path):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+def test_single_process_run_outputs(tmp_path):
+    cfg = config(tmp_path)
+    s = ok(dist_train("--config", cfg))
+    assert s["world_size"] == 1 and s["epochs"] == 2 and s["steps"] == 16
+    assert 0.3 < s["test_accuracy"] <= 1.0, s  # 16 steps of a small CNN: far above chance (0.1)
+    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [l["epoch"] for l in lines] == [1, 2]
+    assert lines[1]["final_polish"] is True and lines[0]["final_polish"] is False
+    for k in ("step", "train_loss", "train_accuracy", "test_accuracy", "images_per_second", "seconds"):
+        assert k in lines[0]
+    # The trained model is valid ONNX, runs in onnxruntime, and its BatchNorm statistics moved.
+    m = onnx.load(tmp_path / "trained.onnx")
+    onnx.checker.check_model(m, full_check=True)
+    w = weights(tmp_path / "trained.onnx")
+    assert not np.allclose(w["bn.mean"], 0)
+    # --evaluate of the written model reproduces the summary's test accuracy; onnxruntime agrees on
+    # the predictions of a few test images.
+    e = ok(dist_train("--config", cfg, "--evaluate", tmp_path / "trained.onnx"))
+    assert e["samples"] == 10000 and abs(e["test_accuracy"] - s["test_accuracy"]) < 1e-9
+    assert (tmp_path / "ckpt").exists()
+
+
+def test_two_ranks_under_mpirun(tmp_path):
+    cfg = config(tmp_path)
+    p = dist_train("--config", cfg, ranks=2)
+    s = ok(p)
+    assert s["world_size"] == 2 and s["global_batch"] == 64
+    assert len(p.stdout.strip().splitlines()) == 1  # only rank 0 prints the summary
+    assert "rank 1" not in p.stderr  # other ranks log only warnings and errors
+    assert "epoch 2/2" in p.stderr
+
+
+def test_print_config_and_bad_configs(tmp_path):
+    cfg = config(tmp_path)
+    p = dist_train("--config", cfg, "--epochs", "7", "--set", "optimizer.type=lars", "--print-config")
+    merged = json.loads(p.stdout)
+    assert merged["epochs"] == 7 and merged["optimizer"]["type"] == "lars" and merged["lr"]["decay"] == "cosine"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"model": "m.onnx", "optimiser": {}}))
+    p = dist_train("--config", bad)
+    assert p.returncode == 1 and "unknown configuration key 'optimiser'" in p.stderr and "optimizer" in p.stderr
+    bad.write_text(json.dumps({"model": "m.onnx", "lr": {"base": "fast"}}))
+    p = dist_train("--config", bad)
+    assert p.returncode == 1 and "'lr.base'" in p.stderr
+    bad.write_text("{ not json")
+    assert dist_train("--config", bad).returncode == 1
+    p = dist_train("--config", cfg, "--set", "lr.decay=sideways")
+    assert p.returncode == 1 and "lr.decay" in p.stderr
+    # A missing data file fails before training, naming the file; no output model.
+    p = dist_train("--config", cfg, "--set", 'data.train_images="/nonexistent/train.idx"', ranks=2)
+    assert p.returncode != 0 and "/nonexistent/train.idx" in p.stderr
+    assert not (tmp_path / "trained.onnx").exists()
+
+
+def test_resume_reproduces_uninterrupted_run(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    tiny_cnn(str(a / "tiny.onnx"), dropout=True)
+    tiny_cnn(str(b / "tiny.onnx"), dropout=True)
+    ca = config(a, deterministic=True)
+    cb = config(b, deterministic=True)
+    ok(dist_train("--config", ca, ranks=2))
+    # The same run, killed (injected fault) at the first step of epoch 2, resumed from the
+    # checkpoint written after epoch 1.
+    p = dist_train("--config", cb, ranks=2, env={"HPCNN_TEST_FAULT": "1:throw:8"})
+    assert p.returncode != 0 and not (b / "trained.onnx").exists()
+    ok(dist_train("--config", cb, "--resume", b / "ckpt", ranks=2))
+    wa, wb = weights(a / "trained.onnx"), weights(b / "trained.onnx")
+    for k in wa:
+        np.testing.assert_array_equal(wa[k], wb[k], err_msg=k)
+    # Resuming with another number of ranks works too.
+    s = ok(dist_train("--config", cb, "--resume", b / "ckpt", "--epochs", "3", "--set", "final_polish_epochs=0"))
+    assert s["world_size"] == 1 and s["steps"] == 16 + 8  # epoch 3 alone: 8 more steps
+
+def test_sparse_exchange_keeps_zeros(tmp_path):
+    cfg = config(tmp_path, sparse=True, epochs=1, final_polish_epochs=0)
+    m = onnx.load(tmp_path / "tiny.onnx")
+    rng = np.random.default_rng(5)
+    for t in m.graph.initializer:
+        if len(t.dims) >= 2:
+            a = numpy_helper.to_array(t).copy()
+            a[rng.random(a.shape) < 0.9] = 0
+            t.CopyFrom(numpy_helper.from_array(a, t.name))
+    onnx.save(m, tmp_path / "tiny.onnx")
+    s = ok(dist_train("--config", cfg, ranks=2))
+    assert s["gradient_exchange"] == "sparse"
+    assert s["bytes_exchanged_per_step"] <= 0.15 * s["dense_bytes_per_step"]
+    before, after = weights(tmp_path / "tiny.onnx"), weights(tmp_path / "trained.onnx")
+    for k, w0 in before.items():
+        if w0.ndim >= 2:
+            assert np.all(after[k][w0 == 0] == 0), k
+            assert np.any(after[k][w0 != 0] != w0[w0 != 0]), k
+
+
+def test_compressed_shards_and_accumulation(tmp_path):
+    for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        raw = tmp_path / f[:-3]
+        with open(raw, "wb") as out:
+            subprocess.run(["gzip", "-dc", f"{FM}/{f}"], stdout=out, check=True)
+        H.run("huffgpu-encode", "-q", raw)
+    cfg = config(tmp_path, epochs=1, final_polish_epochs=0, accumulation_steps=2,
+                 data={"train_images": str(tmp_path / "train-images-idx3-ubyte.huf"),
+                       "train_labels": str(tmp_path / "train-labels-idx1-ubyte.huf")})
+    s = ok(dist_train("--config", cfg))
+    assert s["global_batch"] == 64 and s["steps"] == 8
+
+
+@pytest.mark.parametrize("kind", ["nan", "throw", "kill"])
+def test_failure_on_one_rank_stops_every_rank(tmp_path, kind):
+    cfg = config(tmp_path)
+    t0 = time.time()
+    p = dist_train("--config", cfg, ranks=2, env={"HPCNN_TEST_FAULT": f"1:{kind}:3"}, timeout=120)
+    assert p.returncode != 0
+    assert time.time() - t0 < 100
+    if kind != "kill":
+        assert "rank 1" in p.stderr, p.stderr
+    if kind == "nan":
+        assert "loss is nan" in p.stderr
+    assert not (tmp_path / "trained.onnx").exists()
+
+
+def test_sigterm_checkpoints_and_exits(tmp_path):
+    cfg = config(tmp_path, epochs=50, max_steps_per_epoch=0)
+    proc = subprocess.Popen([H.tool("dist-train"), "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    time.sleep(6)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert json.loads(out)["stopped"] is True
+    assert (tmp_path / "ckpt").exists() and not (tmp_path / "trained.onnx").exists()
+    assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
