@@ -285,7 +285,8 @@ def unround_expected(case):
         new.append(numpy_helper.from_array(g, vi.name).SerializeToString())
     if new != case.outputs:
         case.outputs = new
-        case.notes.append("expected outputs recomputed with onnx.reference (the shipped ones are rounded to 4 decimals)")
+        case.notes.append("expected outputs recomputed with onnx.reference "
+                          "(the shipped ones are rounded to 4 decimals)")
 
 
 def verify_with_ort(case, model=None):
@@ -379,7 +380,8 @@ def main():
         else:
             if not os.path.isdir(os.path.join(DATA_DIR, kind)):
                 if kind == "node":
-                    sys.exit(f"export_onnx_node_tests: onnx {onnx.__version__} ships no {kind} files; use --source generate")
+                    sys.exit(f"export_onnx_node_tests: onnx {onnx.__version__} ships no {kind} files; "
+                             "use --source generate")
                 log(f"onnx {onnx.__version__} has no '{kind}' test data; skipped")
                 continue
             it = file_cases(kind)

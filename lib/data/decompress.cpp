@@ -8,11 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <thread>
 
 #include "core/error.h"
 #include "data/file_io.h"
 #include "huffman/cpu/stream.h"
-#include "huffman/file_job.h"
 #include "huffman/format.h"
 
 namespace hpcnn::data {
@@ -80,7 +80,7 @@ std::vector<uint8_t> inflate_gzip(const Reader& read, const std::string& origin)
 }
 
 std::string strip_suffix(const std::string& name, Compression c) {
-  const std::string suffix = c == Compression::gzip ? ".gz" : std::string(huffman::kExtension);
+  const std::string suffix = c == Compression::gzip ? ".gz" : ".huf";  // huffgpu-encode's extension
   if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
     return name.substr(0, name.size() - suffix.size());
   return name;
@@ -146,7 +146,7 @@ FileBytes read_file_decoded(const std::string& path, int threads) {
     try {
       huffman::decode_stream(
           file.fd(), [&](const uint8_t* d, size_t n) { fb.bytes.insert(fb.bytes.end(), d, d + n); },
-          huffman::resolve_threads(threads));
+          threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     } catch (const Error& e) {
       throw Error(e.kind(), path + ": huffgpu stream: " + e.what());
     }

@@ -67,6 +67,8 @@ using ConstantLookup = std::function<const Value*(int input)>;
 // Binds `node` (ErrorKind::unsupported for operators, attributes or dtypes the engine does not
 // support, naming them; the caller adds the node's name).
 std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant);
+// A constant tensor as a Value: integer and bool dtypes as int64 values, floats as fp32 tensors.
+Value value_from_proto(const onnx::TensorProto& proto);
 // Whether `op_type` is evaluated at load when all its inputs are constant (shape arithmetic).
 bool is_foldable(const std::string& op_type);
 

@@ -657,6 +657,8 @@ class PadLayer : public Layer {
 // ------------------------------------------------------------------------------------------
 // Shape arithmetic on the host: Shape, Gather, Unsqueeze, Squeeze, Cast, Constant,
 // ConstantOfShape. Folded at load when their inputs are constant; otherwise evaluated per run.
+}  // namespace
+
 Value value_from_proto(const onnx::TensorProto& p) {
   const int32_t dt = p.data_type();
   if (dt == onnx::TensorProto::INT64 || dt == onnx::TensorProto::INT32)
@@ -669,6 +671,8 @@ Value value_from_proto(const onnx::TensorProto& p) {
   }
   return Value::of(tensor_from_proto(p));
 }
+
+namespace {
 
 class ShapeArithLayer : public Layer {
  public:

@@ -47,6 +47,7 @@ struct Model::Impl {
 
   // run state
   std::vector<Value> vals;
+  std::vector<Shape> input_shapes;  // of the last forward()
   bool trained_forward = false;
   std::vector<Tensor> in_grads;
   std::mt19937_64 rng;
@@ -77,12 +78,27 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
 
   std::unordered_map<std::string, const onnx::TensorProto*> inits;
   for (const auto& t : g.initializer()) inits[t.name()] = &t;
+  // Runtime inputs and outputs are fp32 tensors: other declared element types are refused here
+  // (integer shape inputs must be initializers, so that they fold at load).
+  auto check_float = [&](const onnx::ValueInfoProto& vi, const char* what) {
+    if (!vi.type().has_tensor_type()) {
+      if (vi.has_type()) throw_error(ErrorKind::unsupported, std::string(what) + " '" + vi.name() + "' of " + origin + " is not a tensor");
+      return;
+    }
+    const int32_t et = vi.type().tensor_type().elem_type();
+    if (et != onnx::TensorProto::FLOAT && et != onnx::TensorProto::UNDEFINED)
+      throw_error(ErrorKind::unsupported, std::string(what) + " '" + vi.name() + "' of " + origin + " has dtype " +
+                                              onnxu::dtype_name(et) + "; the engine runs fp32 only" +
+                                              (std::string(what) == "graph input" ? " (integer shape inputs must be initializers)" : ""));
+  };
   for (const auto& vi : g.input())
     if (!inits.count(vi.name())) {
+      check_float(vi, "graph input");
       input_names.push_back(vi.name());
       input_ids.push_back(id_of(vi.name()));
     }
   for (const auto& vi : g.output()) {
+    check_float(vi, "graph output");
     output_names.push_back(vi.name());
     output_ids.push_back(id_of(vi.name()));
   }
@@ -98,7 +114,7 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
         constants[id] = Value::of(tensor_from_proto(*t));
       } else {
         try {
-          constants[id] = Value::of_ints(onnxu::to_int64s(*t), onnxu::dims_of(*t));
+          constants[id] = detail::value_from_proto(*t);
         } catch (const Error&) {
           // Unusable dtype: only an error if something reads it (reported there).
         }
@@ -253,6 +269,8 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode)
     if (!inputs[k].defined()) throw_error(ErrorKind::usage, "input '" + m.input_names[k] + "' of " + m.origin + " is undefined");
     m.vals[m.input_ids[k]] = Value::of(inputs[k]);
   }
+  m.input_shapes.clear();
+  for (const Tensor& t : inputs) m.input_shapes.push_back(t.shape());
   const bool training = mode == Mode::training;
   detail::RunContext ctx;
   ctx.mode = mode;
@@ -348,8 +366,10 @@ void Model::backward(const std::vector<Tensor>& output_grads) {
   }
   m.in_grads.clear();
   if (m.options.input_grads)
-    for (int id : m.input_ids)
-      m.in_grads.push_back(grads[id].defined() ? to_layout(grads[id], Layout::plain) : Tensor::zeros(m.vals[id].t.shape()));
+    for (size_t k = 0; k < m.input_ids.size(); ++k) {
+      const int id = m.input_ids[k];
+      m.in_grads.push_back(grads[id].defined() ? to_layout(grads[id], Layout::plain) : Tensor::zeros(m.input_shapes[k]));
+    }
   m.vals.clear();
   m.trained_forward = false;
 }

@@ -50,6 +50,7 @@ void set_threads(const TrainConfig& cfg, const dist::Communicator& comm) {
     n = std::max(1, cores / std::max(1, local_ranks(comm)));
   }
   nn::set_num_threads(n);
+  if (cfg.deterministic) omp_set_dynamic(0);  // a fixed team size: bitwise-reproducible reductions
 }
 
 // Broadcasts every parameter and buffer from rank 0.

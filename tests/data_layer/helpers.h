@@ -80,10 +80,12 @@ inline Bytes npy_file(const std::string& dict, const Bytes& data) {
   std::string header = dict;
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  Bytes out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xff),
-               static_cast<uint8_t>(header.size() >> 8)};
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), data.begin(), data.end());
+  const uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xff),
+                           static_cast<uint8_t>(header.size() >> 8)};
+  Bytes out(10 + header.size() + data.size());
+  std::memcpy(out.data(), pre, 10);
+  std::memcpy(out.data() + 10, header.data(), header.size());
+  if (!data.empty()) std::memcpy(out.data() + 10 + header.size(), data.data(), data.size());
   return out;
 }
 

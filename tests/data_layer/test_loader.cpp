@@ -243,7 +243,7 @@ TEST_CASE("loader: evaluation reads every sample once, in order, in contiguous r
   for (int i = 0; i < N; ++i) all[static_cast<size_t>(i)] = i;
   CHECK(seen == all);
   // More ranks than samples: some shards are empty.
-  LoaderOptions o = train_options(4, 4, 5);
+  LoaderOptions o = train_options(4, 0, 5);  // shards of 3 samples over 5 ranks: [0, 0), [0, 1), ...
   o.mode = LoaderMode::evaluate;
   BatchLoader tiny(index_source(3), o);
   CHECK(tiny.steps_per_epoch() == 0);

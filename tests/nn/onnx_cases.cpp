@@ -7,8 +7,9 @@
 // DIR is a case folder or a folder of case folders (scripts/export_onnx_node_tests.py and
 // scripts/make_model_cases.py write them). A case counts as
 //   passed       every output of every data set within tolerance;
-//   unsupported  the engine threw hpcnn::Error of kind ErrorKind::unsupported (at load, or while
-//                converting an input with tensor_from_proto: non-fp32 dtypes); the reason is shown;
+//   unsupported  the engine threw hpcnn::Error of kind ErrorKind::unsupported (at load, while
+//                converting an input with tensor_from_proto (non-fp32 dtypes), or in forward);
+//                the reason is shown with that stage: [load], [reading inputs], [forward];
 //   failed       an output differs (name, shape or values: max abs error and the worst element
 //                are shown) or anything else was thrown.
 // Cases run in Mode::inference, except those with a BatchNormalization node with
@@ -35,7 +36,6 @@
 // Prints a per-operator table (operator = the case's one operator type besides Constant;
 // "(model) GRAPH-NAME" for graphs of several) and one line per unsupported/failed case. Exit status 1 when
 // a case or gradient check failed, 2 on usage errors or when no case was found.
-#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -46,6 +46,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
@@ -205,8 +206,8 @@ double compare(const std::string& what, const Tensor& got, const onnx::TensorPro
   if (bad) {
     const auto i = static_cast<size_t>(worst);
     throw Mismatch(what + ": " + std::to_string(bad) + " of " + std::to_string(got.numel()) +
-                   " elements differ, max abs error " + fmt(max_err) + " (element " + std::to_string(worst) +
-                   ": got " + fmt(got.data()[worst]) + ", expected " + fmt(e[i]) + ")");
+                   " elements differ, max abs error " + fmt(max_err) + " (element " + std::to_string(worst) + ": got " +
+                   fmt(got.data()[worst]) + ", expected " + fmt(e[i]) + ")");
   }
   return max_ratio;
 }
@@ -215,7 +216,8 @@ double loss_of(const std::vector<Tensor>& outs, const std::vector<Tensor>& r) {
   double l = 0;
   for (size_t i = 0; i < outs.size() && i < r.size(); ++i) {
     if (!r[i].defined()) continue;
-    if (outs[i].numel() != r[i].numel()) throw Mismatch("output " + std::to_string(i) + " changed size between forwards");
+    if (outs[i].numel() != r[i].numel())
+      throw Mismatch("output " + std::to_string(i) + " changed size between forwards");
     Tensor o = hpcnn::to_layout(outs[i], Layout::plain);
     for (int64_t j = 0; j < o.numel(); ++j) l += static_cast<double>(o.data()[j]) * r[i].data()[j];
   }
@@ -272,7 +274,8 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!r[i].defined()) continue;
     Tensor o = hpcnn::to_layout(outs[i], Layout::plain);
-    for (int64_t j = 0; j < o.numel(); ++j) out_r_norm += std::pow(static_cast<double>(o.data()[j]) * r[i].data()[j], 2);
+    for (int64_t j = 0; j < o.numel(); ++j)
+      out_r_norm += std::pow(static_cast<double>(o.data()[j]) * r[i].data()[j], 2);
   }
   out_r_norm = std::sqrt(out_r_norm);
 
@@ -331,8 +334,11 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
       t.values[i] = xm;
       const double lm = loss_of(forward(), r);
       t.values[i] = x0;
-      Sample sm{i, t.grad.defined() ? t.grad.data()[i] : 0.0, (lp - lm) / (double(xp) - double(xm)),
-                (lp - l0) / (double(xp) - double(x0)), (l0 - lm) / (double(x0) - double(xm)),
+      Sample sm{i,
+                t.grad.defined() ? t.grad.data()[i] : 0.0,
+                (lp - lm) / (double(xp) - double(xm)),
+                (lp - l0) / (double(xp) - double(x0)),
+                (l0 - lm) / (double(x0) - double(xm)),
                 (double(xp) - double(xm)) / 2};
       if (!std::isfinite(sm.fd)) {
         failures.push_back(t.what + "[" + std::to_string(i) + "]: non-finite loss near the point");
@@ -387,6 +393,7 @@ Result run_case(const fs::path& dir, const Options& opt) {
   std::vector<Tensor> first_inputs;
   onnx::ModelProto proto;
   const std::string origin = (dir / "model.onnx").string();
+  const char* stage = "load";  // where an exception came from
   try {
     hpcnn::onnxu::Model loaded = hpcnn::onnxu::load_model(dir / "model.onnx");
     proto = std::move(loaded.proto);
@@ -397,35 +404,42 @@ Result run_case(const fs::path& dir, const Options& opt) {
     }
     const Mode mode = bn_training_mode(proto) ? Mode::training : Mode::inference;
     Model model(proto, origin);
+    stage = "reading inputs";
     const auto sets = data_sets(dir);
     if (sets.empty()) throw Mismatch("no test_data_set_* folder");
     for (const auto& set : sets) {
       const auto in_files = numbered(set, "input"), out_files = numbered(set, "output");
       if (in_files.size() != model.input_names().size())
-        throw Mismatch(set.filename().string() + " has " + std::to_string(in_files.size()) +
-                       " inputs, the model " + std::to_string(model.input_names().size()));
+        throw Mismatch(set.filename().string() + " has " + std::to_string(in_files.size()) + " inputs, the model " +
+                       std::to_string(model.input_names().size()));
       std::vector<Tensor> inputs;
       for (const auto& f : in_files)
         inputs.push_back(hpcnn::nn::tensor_from_proto(hpcnn::nn::read_tensor_proto(f.string())));
       if (first_inputs.empty()) first_inputs = inputs;
+      stage = "forward";
       std::vector<Tensor> outs = model.forward(inputs, mode);
+      stage = "reading inputs";
       if (outs.size() != out_files.size())
         throw Mismatch("the engine returned " + std::to_string(outs.size()) + " outputs, expected " +
                        std::to_string(out_files.size()));
       for (size_t i = 0; i < outs.size(); ++i)
-        res.worst_ratio = std::max(res.worst_ratio, compare(set.filename().string() + " output " + std::to_string(i) + " '" + model.output_names()[i] + "'",
-                outs[i], hpcnn::nn::read_tensor_proto(out_files[i].string())));
+        res.worst_ratio = std::max(
+            res.worst_ratio,
+            compare(set.filename().string() + " output " + std::to_string(i) + " '" + model.output_names()[i] + "'",
+                    outs[i], hpcnn::nn::read_tensor_proto(out_files[i].string())));
     }
   } catch (const Error& e) {
     res.status = e.kind() == ErrorKind::unsupported ? Status::unsupported : Status::failed;
-    res.reason = (e.kind() == ErrorKind::unsupported ? "" : "hpcnn::Error (exit code " + std::to_string(e.exit_code()) + "): ") +
-                 one_line(e.what());
+    res.reason =
+        std::string("[") + stage + "] " +
+        (e.kind() == ErrorKind::unsupported ? "" : "hpcnn::Error (exit code " + std::to_string(e.exit_code()) + "): ") +
+        one_line(e.what());
   } catch (const Mismatch& e) {
     res.status = Status::failed;
     res.reason = e.what();
   } catch (const std::exception& e) {
     res.status = Status::failed;
-    res.reason = std::string("exception: ") + one_line(e.what());
+    res.reason = std::string("[") + stage + "] exception: " + one_line(e.what());
   }
   if (res.status == Status::passed && opt.gradcheck) {
     try {
@@ -531,12 +545,17 @@ int main(int argc, char** argv) {
     Result r = run_case(c, opt);
     if (r.op.empty()) continue;
     if (opt.verbose) {
-      std::cerr << (r.status == Status::passed ? "pass " : r.status == Status::failed ? "FAIL " : "unsup ") << r.name
-                << " (" << fmt(r.seconds) << " s";
+      std::cerr << (r.status == Status::passed   ? "pass "
+                    : r.status == Status::failed ? "FAIL "
+                                                 : "unsup ")
+                << r.name << " (" << fmt(r.seconds) << " s";
       if (r.status == Status::passed) std::cerr << ", max error/tolerance " << fmt(r.worst_ratio);
       std::cerr << ")";
       if (r.grad != GradStatus::none)
-        std::cerr << " grad " << (r.grad == GradStatus::passed ? "pass" : r.grad == GradStatus::failed ? "FAIL" : "skip")
+        std::cerr << " grad "
+                  << (r.grad == GradStatus::passed   ? "pass"
+                      : r.grad == GradStatus::failed ? "FAIL"
+                                                     : "skip")
                   << ": " << r.grad_reason;
       std::cerr << "\n";
     }
@@ -561,12 +580,14 @@ int main(int argc, char** argv) {
     std::string s = std::to_string(v);
     return std::string(static_cast<size_t>(std::max(0, w - static_cast<int>(s.size()))), ' ') + s;
   };
-  std::cout << "\noperator            passed  failed  unsupported";
+  size_t width = 18;
+  for (const auto& [op, row] : rows) width = std::max(width, op.size() + 2);
+  std::cout << "\noperator" << std::string(width - 8, ' ') << "passed  failed  unsupported";
   if (opt.gradcheck) std::cout << "  | gradcheck passed  failed  skipped";
   std::cout << "\n";
   auto print_row = [&](const std::string& name, const Row& row) {
-    std::cout << name << std::string(name.size() < 18 ? 18 - name.size() : 1, ' ') << cell(row.passed, 8)
-              << cell(row.failed, 8) << cell(row.unsupported, 13);
+    std::cout << name << std::string(width - name.size(), ' ') << cell(row.passed, 6) << cell(row.failed, 8)
+              << cell(row.unsupported, 13);
     if (opt.gradcheck) std::cout << "  | " << cell(row.gpass, 16) << cell(row.gfail, 8) << cell(row.gskip, 9);
     std::cout << "\n";
   };
@@ -582,18 +603,23 @@ int main(int argc, char** argv) {
       std::cout << "  " << r.name << " (" << r.op << "): " << reason(r) << "\n";
     }
   };
-  list("unsupported", [](const Result& r) { return r.status == Status::unsupported; },
-       [](const Result& r) { return r.reason; });
+  list(
+      "unsupported", [](const Result& r) { return r.status == Status::unsupported; },
+      [](const Result& r) { return r.reason; });
   if (opt.gradcheck)
-    list("gradcheck skipped", [](const Result& r) { return r.grad == GradStatus::skipped; },
-         [](const Result& r) { return r.grad_reason; });
-  list("FAILED", [](const Result& r) { return r.status == Status::failed; }, [](const Result& r) { return r.reason; });
+    list(
+        "gradcheck skipped", [](const Result& r) { return r.grad == GradStatus::skipped; },
+        [](const Result& r) { return r.grad_reason; });
+  list(
+      "FAILED", [](const Result& r) { return r.status == Status::failed; }, [](const Result& r) { return r.reason; });
   if (opt.gradcheck)
-    list("gradcheck FAILED", [](const Result& r) { return r.grad == GradStatus::failed; },
-         [](const Result& r) { return r.grad_reason; });
+    list(
+        "gradcheck FAILED", [](const Result& r) { return r.grad == GradStatus::failed; },
+        [](const Result& r) { return r.grad_reason; });
 
   const bool failed = total.failed > 0 || total.gfail > 0;
-  std::cout << "\n" << (failed ? "FAILED" : "OK") << ": " << total.passed << " passed, " << total.failed << " failed, "
+  std::cout << "\n"
+            << (failed ? "FAILED" : "OK") << ": " << total.passed << " passed, " << total.failed << " failed, "
             << total.unsupported << " unsupported";
   if (opt.gradcheck)
     std::cout << "; gradcheck " << total.gpass << " passed, " << total.gfail << " failed, " << total.gskip

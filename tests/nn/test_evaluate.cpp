@@ -1,0 +1,48 @@
+// nn::evaluate against an independent computation from the PyTorch fixture: top-1/top-5 and
+// the mean cross-entropy from the eval-mode logits PyTorch computed, with batch sizes that do
+// and do not divide the sample count.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/npy.h"
+#include "nn/evaluate.h"
+#include "onnx/model.h"
+
+using namespace hpcnn;
+
+TEST_CASE("evaluate matches top-k and loss from reference logits", "[nn]") {
+  const std::filesystem::path dir = std::filesystem::path(HPCNN_TEST_DATA_DIR) / "nn" / "fmnist_cnn";
+  nn::Model model = nn::Model::load((dir / "model.onnx").string());
+  Tensor images = data::npy_to_tensor(data::read_npy((dir / "input.npy").string()));
+  std::vector<int32_t> labels = data::npy_to_labels(data::read_npy((dir / "labels.npy").string()));
+  Tensor logits = data::npy_to_tensor(data::read_npy((dir / "eval_logits.npy").string()));
+  const int64_t N = logits.dim(0), K = logits.dim(1);
+  REQUIRE(static_cast<int64_t>(labels.size()) == N);
+  // Reference: rank of the label's logit and log-softmax in double.
+  double top1 = 0, top5 = 0, loss = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const float* z = logits.data() + n * K;
+    int greater = 0;
+    for (int64_t k = 0; k < K; ++k) greater += z[k] > z[labels[n]];
+    top1 += greater == 0;
+    top5 += greater < 5;
+    double mx = *std::max_element(z, z + K), s = 0;
+    for (int64_t k = 0; k < K; ++k) s += std::exp(z[k] - mx);
+    loss += mx + std::log(s) - z[labels[n]];
+  }
+  for (int batch : {1, 3, 64}) {
+    nn::EvalResult r = nn::evaluate(model, images, labels, batch);
+    CHECK(r.samples == N);
+    CHECK(r.top1 == Approx(top1 / N));
+    CHECK(r.top5 == Approx(top5 / N));
+    CHECK(r.mean_loss == Approx(loss / N).epsilon(1e-4));
+  }
+  std::vector<int32_t> bad = labels;
+  bad[1] = static_cast<int32_t>(K);
+  CHECK_THROWS_AS(nn::evaluate(model, images, bad, 2), Error);
+  CHECK_THROWS_AS(nn::evaluate(model, images, std::span<const int32_t>(labels).subspan(1), 2), Error);
+}
