@@ -1,5 +1,6 @@
 #include "data/loader.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -131,19 +132,27 @@ Batch BatchLoader::build(int64_t epoch, int64_t step, bool augment, const std::v
     for (int64_t j = 0; j < n; ++j) one(j, scratch);
     return b;
   }
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-#pragma omp parallel num_threads(options_.threads)
-  {
-    std::vector<uint8_t> scratch(s.bytes());
-#pragma omp for schedule(static)
-    for (int64_t j = 0; j < n; ++j) {
-      try {
-        one(j, scratch);
-      } catch (...) {
-        errors[static_cast<size_t>(j)] = std::current_exception();
-      }
+  // threads > 1: helpers take every T-th sample (plain std::threads, started per batch: cheap next
+  // to a batch, and no OpenMP team competing with the training thread's).
+  const int T = static_cast<int>(std::min<int64_t>(options_.threads, n));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(T));
+  auto part = [&](int t) {
+    try {
+      std::vector<uint8_t> scratch(s.bytes());
+      for (int64_t j = t; j < n; j += T) one(j, scratch);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
     }
+  };
+  std::vector<std::thread> helpers;
+  try {
+    for (int t = 1; t < T; ++t) helpers.emplace_back(part, t);
+  } catch (...) {  // could not start a thread: finish the ones started, then report
+    for (auto& h : helpers) h.join();
+    throw;
   }
+  part(0);
+  for (auto& h : helpers) h.join();
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
   return b;

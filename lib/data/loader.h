@@ -16,8 +16,8 @@
 // (a bounded queue: the thread waits when it is full), plus what the source keeps (everything
 // for InMemorySource, labels only for FileSource: see data/source.h).
 //
-// Threading: one loader thread per BatchLoader (with `threads` > 1 it assembles a batch with an
-// OpenMP team). The public methods are for one consumer thread. The destructor stops and joins
+// Threading: one loader thread per BatchLoader (with `threads` > 1 it assembles a batch with that
+// many threads). The public methods are for one consumer thread. The destructor stops and joins
 // the thread, also mid-epoch.
 // Errors: the constructor throws ErrorKind::usage for bad options (rank/world size, batch < 1,
 // prefetch < 1, threads < 1, bad mean/std) and, in training mode, when N < W*B (no full step).

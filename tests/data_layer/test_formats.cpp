@@ -7,6 +7,7 @@
 #include "data/cifar.h"
 #include "data/dataset.h"
 #include "data/decompress.h"
+#include "data/npy.h"
 #include "data/source.h"
 #include "helpers.h"
 
@@ -233,6 +234,22 @@ TEST_CASE("data: NPY images (u8 NHW, f32 NHWC, f64 NCHW) and integer labels", "[
   CHECK_THAT(error_of([&] { load_images(dir.file("u8.npy"), dir.file("lbl3.npy")); }, ErrorKind::bad_input),
              Catch::Contains("lbl3.npy holds 3 labels") && Catch::Contains("u8.npy holds 4 images"));
   error_of([&] { FileSource(dir.file("u8.npy"), dir.file("lbl3.npy")); }, ErrorKind::bad_input);
+}
+
+TEST_CASE("data: read_npy_header reads the header and checks the data size only", "[data][npy]") {
+  TempDir dir;
+  const Bytes f = npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", Bytes(24, 0x40));
+  write_file(dir.file("a.npy"), f);
+  uint64_t offset = 0;
+  const NpyArray a = read_npy_header(dir.file("a.npy"), &offset);
+  CHECK(a.shape == std::vector<int64_t>{2, 3});
+  CHECK(a.dtype == "<f4");
+  CHECK(a.bytes.empty());
+  CHECK(offset == f.size() - 24);
+  CHECK(offset % 64 == 0);
+  write_file(dir.file("cut.npy"), Bytes(f.begin(), f.end() - 1));
+  CHECK_THAT(error_of([&] { read_npy_header(dir.file("cut.npy"), &offset); }, ErrorKind::bad_input),
+             Catch::Contains("cut.npy: offset " + std::to_string(f.size() - 1) + ": truncated data"));
 }
 
 TEST_CASE("data: truncated, corrupted, empty and unrecognised files fail naming the file", "[data][errors]") {

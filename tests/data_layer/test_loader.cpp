@@ -256,7 +256,11 @@ TEST_CASE("loader: the prefetch queue is bounded", "[data][loader]") {
   o.prefetch = 2;
   BatchLoader l(counting, o);
   l.start_epoch(0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Wait until the queue is full, then give the thread time to overrun it if it would.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (l.ready() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   CHECK(l.ready() == 2);
   CHECK(counting->reads.load() <= (2 + 1) * 4);  // the queue plus at most the batch being built
   int64_t taken = 0;
