@@ -16,7 +16,8 @@
 #   ROUNDS          interleaved rounds per engine (default 2)
 #   STEPS_fmnist_cnn, STEPS_resnet18, WARMUP_fmnist_cnn, WARMUP_resnet18: timed / warm-up steps
 #   WAIT_IDLE       before each run, wait up to this many seconds for the other processes to
-#                   leave the CPUs (< 10% busy over 1 s; default 0: no wait)
+#                   leave the CPUs (< 10% busy for 3 s in a row; default 0: no wait)
+#   NICE            run both engines under `nice -n NICE` (e.g. -10 as root on a shared machine)
 #   TORCH_BLAS_DIR  folder with the libblas.so.3 torch should load (e.g. an unpacked
 #                   libopenblas0-pthread); put first on torch's LD_LIBRARY_PATH
 # Exit status: 0 when all goals are met, 1 when one is missed, 2 when a run failed.
@@ -49,14 +50,17 @@ trap 'rm -rf "$tmp"' EXIT
 maxf() { awk -v a="$1" -v b="$2" 'BEGIN{print (b > a ? b : a)}'; }
 field() { sed -n "s/.*\"$1\": \"\{0,1\}\([^,\"}]*\)\"\{0,1\}[,}].*/\1/p" "$2" | head -1; }
 
-# run NAME LOG CMD...: runs CMD under /usr/bin/time; stdout (one JSON line) to $tmp/NAME.json,
+# run NAME CMD...: runs CMD under /usr/bin/time; stdout (one JSON line) to $tmp/NAME.json,
 # stderr to $tmp/NAME.err; sets ips (images/s, 0 on failure), ipc (images per CPU second) and
 # kib (peak RSS).
 run() {
   local name=$1; shift
-  local waited=0
-  while [ "$waited" -lt "${WAIT_IDLE:-0}" ] && [ "$(busy_percent 1)" -gt 10 ]; do waited=$((waited + 1)); done
-  if /usr/bin/time -f '%M' -o "$tmp/$name.time" "$@" > "$tmp/$name.json" 2> "$tmp/$name.err"; then
+  local waited=0 idle=0
+  while [ "$waited" -lt "${WAIT_IDLE:-0}" ] && [ "$idle" -lt 3 ]; do
+    if [ "$(busy_percent 1)" -le 10 ]; then idle=$((idle + 1)); else idle=0; fi
+    waited=$((waited + 1))
+  done
+  if /usr/bin/time -f '%M' -o "$tmp/$name.time" nice -n "${NICE:-0}" "$@" > "$tmp/$name.json" 2> "$tmp/$name.err"; then
     ips=$(field images_per_s "$tmp/$name.json") ipc=$(field images_per_cpu_s "$tmp/$name.json")
   else
     echo "== $name failed:" >&2; tail -n 5 "$tmp/$name.err" >&2
@@ -108,7 +112,7 @@ case "$blas" in
   */blas/libblas.so*) echo "   (the reference BLAS: torch's Linear layers run unoptimised; install libopenblas0-pthread" \
                            "or set TORCH_BLAS_DIR for torch at its best)" ;;
 esac
-echo "== batch 64; best of $rounds rounds; peak RSS = max of rounds (/usr/bin/time %M)"
+echo "== batch 64; best of $rounds rounds; peak RSS = max of rounds (/usr/bin/time %M); nice ${NICE:-0}"
 printf "%-11s %3s %10s %11s %7s %9s %9s %7s  %-4s %9s\n" model T "ours img/s" "torch img/s" ratio "ours MiB" \
   "torch MiB" ratio goal "cpu-time"
 for row in "${rows[@]}"; do
