@@ -17,7 +17,9 @@
 #   STEPS_fmnist_cnn, STEPS_resnet18, WARMUP_fmnist_cnn, WARMUP_resnet18: timed / warm-up steps
 #   WAIT_IDLE       before each run, wait up to this many seconds for the other processes to
 #                   leave the CPUs (< 10% busy for 3 s in a row; default 0: no wait)
-#   NICE            run both engines under `nice -n NICE` (e.g. -10 as root on a shared machine)
+#   NICE            run both engines under `nice -n NICE`, and give this session's scheduler
+#                   autogroup that nice value too (with autogroups, nice alone does not act
+#                   across sessions); e.g. -20 as root on a shared machine
 #   TORCH_BLAS_DIR  folder with the libblas.so.3 torch should load (e.g. an unpacked
 #                   libopenblas0-pthread); put first on torch's LD_LIBRARY_PATH
 # Exit status: 0 when all goals are met, 1 when one is missed, 2 when a run failed.
@@ -30,6 +32,15 @@ threads_list=$(tr ' ' '\n' <<< "$threads_list" | awk 'NF && !seen[$0]++' | tr '\
 models="${MODELS:-fmnist_cnn resnet18}"
 rounds="${ROUNDS:-2}"
 : "${STEPS_fmnist_cnn:=20}" "${WARMUP_fmnist_cnn:=3}" "${STEPS_resnet18:=5}" "${WARMUP_resnet18:=2}"
+
+# ---- PyTorch (Debian's python3-torch) with OpenBLAS: installed here, not by setup.sh (the tests
+# do not need them)
+if ! "$py" -c "import torch" 2> /dev/null || ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2> /dev/null | grep -q 'ok installed'; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "bench_train: installing python3-torch and libopenblas0-pthread" >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-torch libopenblas0-pthread >&2
+fi
 
 # ---- build and models -------------------------------------------------------------------
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -45,6 +56,9 @@ for m in $models; do
   fi
 done
 
+if [ -n "${NICE:-}" ] && [ -w /proc/self/autogroup ]; then
+  echo "$NICE" 2>/dev/null > /proc/self/autogroup || echo "   warning: cannot set the autogroup nice value" >&2
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 maxf() { awk -v a="$1" -v b="$2" 'BEGIN{print (b > a ? b : a)}'; }
@@ -69,7 +83,8 @@ run() {
   kib=$(tail -n 1 "$tmp/$name.time")
 }
 
-# CPU time used by other processes over 2 s (the cores are shared; a busy machine skews the figures).
+# Percentage of the machine's CPU time in use over $1 (default 2) seconds (the cores may be shared;
+# a busy machine skews the figures).
 busy_percent() {
   local a b
   a=($(head -n 1 /proc/stat)); sleep "${1:-2}"; b=($(head -n 1 /proc/stat))
@@ -117,7 +132,7 @@ printf "%-11s %3s %10s %11s %7s %9s %9s %7s  %-4s %9s\n" model T "ours img/s" "t
   "torch MiB" ratio goal "cpu-time"
 for row in "${rows[@]}"; do
   echo "$row"
-  case "$row" in *MISS) missed=1 ;; esac
+  case "$row" in *" MISS "*) missed=1 ;; esac
 done
 echo "goals: >= 0.8x torch's images/s; resnet18 peak RSS <= 1.5x torch's"
 echo "(cpu-time: ratio of images per second of process CPU time, steadier when the machine is shared)"

@@ -11,8 +11,10 @@ caller already set them; a different value is refused).
 
 usage: /usr/bin/python3 scripts/bench_train_torch.py MODEL [--threads T] [--batch 64]
            [--warmup W] [--steps S] [--lr 0.01] [--profile]
-Prints one JSON line on stdout: images_per_s (timed steps), seconds, loss, peak RSS of the
-process (getrusage). --profile prints torch.autograd.profiler's per-operator table on stderr
+Prints one JSON line on stdout: images_per_s over the timed steps (and images_per_cpu_s, per
+second of process CPU time: steadier on a shared machine), the BLAS library loaded, the loss,
+resident memory after building the model and after the forward, backward and SGD phases of the
+first step, and the peak RSS of the process (getrusage). --profile prints torch.autograd.profiler's per-operator table on stderr
 for the timed steps instead (the throughput printed is then the profiled one).
 """
 import argparse

@@ -14,9 +14,10 @@
 //
 // Inputs and outputs are fp32 tensors in ONNX's logical shapes (NCHW for images) and plain
 // layout; inside, 4-D activations live in nhwc (tensor/tensor.h). Parameters are the float
-// initializers that feed differentiable operator inputs (Conv W/B, Gemm B/C, BatchNormalization
-// scale/B, MatMul/Add/Mul/Sub operands); BatchNormalization running_mean/running_var are
-// buffers. Not thread-safe: one Model per thread of control; intra-op threads come from
+// initializers that feed differentiable operator inputs (Conv W/B, Gemm A/B/C, BatchNormalization
+// scale/B, MatMul operands, Transpose/Pad inputs, non-scalar Add/Sub/Mul/Sum operands); scalars
+// and non-differentiable inputs (Clip bounds, Dropout ratio) are constants, and
+// BatchNormalization running_mean/running_var are buffers. Not thread-safe: one Model per thread of control; intra-op threads come from
 // nn/threads.h.
 #pragma once
 

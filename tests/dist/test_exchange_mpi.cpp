@@ -130,9 +130,10 @@ int main(int argc, char** argv) {
         max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref.data()[i])));
       }
     }
-    report(max_diff <= 1e-5 * max_ref, "averaged gradient of " + std::to_string(world) +
-                                           " ranks == single-process gradient (max |diff| " + std::to_string(max_diff) +
-                                           ", max |grad| " + std::to_string(max_ref) + ")");
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "averaged gradient of %d ranks == single-process gradient (max |diff| %.3g, max |grad| %.3g)",
+                  world, max_diff, max_ref);
+    report(max_diff <= 1e-5 * max_ref, msg);
 
     // 2. sparse exchange on a model with 90% zero weights
     nn::Model sparse_model(small_cnn(7), "cnn");
