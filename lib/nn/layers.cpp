@@ -335,19 +335,43 @@ class BinaryLayer : public Layer {
     op_ = node.op_type() == "Add" ? ops::BinaryOp::add : node.op_type() == "Sub" ? ops::BinaryOp::sub : ops::BinaryOp::mul;
   }
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext&) override {
-    out[0] = Value::of(ops::binary_forward(op_, tensor_in(in, 0, "binary operator"), tensor_in(in, 1, "binary operator")));
+    const Tensor& a = tensor_in(in, 0, "binary operator");
+    const Tensor& b = tensor_in(in, 1, "binary operator");
+    shapes_[0] = a.shape();
+    shapes_[1] = b.shape();
+    layouts_[0] = a.layout();
+    layouts_[1] = b.layout();
+    out[0] = Value::of(ops::binary_forward(op_, a, b));
   }
   void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
                 std::vector<Tensor>& gin, const std::vector<bool>& need) override {
-    ops::binary_backward(op_, in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr);
+    if (op_ == ops::BinaryOp::mul) {
+      ops::binary_backward(op_, in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr);
+      return;
+    }
+    // Add/Sub need only the operands' shapes: the gradient summed down to each shape.
+    const bool same = shapes_[0] == shapes_[1] && layouts_[0] == layouts_[1];
+    const Tensor g = to_layout(gy, same ? layouts_[0] : Layout::plain);
+    if (need[0]) gin[0] = ops::reduce_to_shape(g, shapes_[0]);
+    if (need[1]) {
+      Tensor r = ops::reduce_to_shape(g, shapes_[1]);
+      if (op_ == ops::BinaryOp::sub) {
+        Tensor n(r.shape(), r.layout());
+        for (int64_t i = 0; i < r.numel(); ++i) n.data()[i] = -r.data()[i];
+        r = n;
+      }
+      gin[1] = r;
+    }
   }
   bool differentiable_input(int i) const override { return i <= 1; }
-  bool keeps_input(int i) const override { return i <= 1; }
+  bool keeps_input(int i) const override { return i <= 1 && op_ == ops::BinaryOp::mul; }
   // A scalar operand (e.g. a normalisation constant) is a constant, not a parameter.
   bool trainable_input(int i, const Tensor& init) const override { return i <= 1 && init.numel() > 1; }
 
  private:
   ops::BinaryOp op_;
+  Shape shapes_[2];
+  Layout layouts_[2] = {Layout::plain, Layout::plain};
 };
 
 class SumLayer : public Layer {
@@ -359,17 +383,25 @@ class SumLayer : public Layer {
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext&) override {
     Tensor acc = tensor_in(in, 0, "Sum");
     if (in.size() == 1) acc = acc.clone();
-    for (size_t i = 1; i < in.size(); ++i) acc = ops::binary_forward(ops::BinaryOp::add, acc, tensor_in(in, i, "Sum"));
+    shapes_.assign(1, acc.shape());
+    for (size_t i = 1; i < in.size(); ++i) {
+      const Tensor& t = tensor_in(in, i, "Sum");
+      shapes_.push_back(t.shape());
+      acc = ops::binary_forward(ops::BinaryOp::add, acc, t);
+    }
     out[0] = Value::of(acc);
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
                 std::vector<Tensor>& gin, const std::vector<bool>& need) override {
-    for (size_t i = 0; i < in.size(); ++i)
-      if (need[i]) gin[i] = ops::reduce_to_shape(gy.shape() == in[i]->t.shape() ? gy : to_layout(gy, Layout::plain), in[i]->t.shape());
+    for (size_t i = 0; i < shapes_.size(); ++i)
+      if (need[i]) gin[i] = ops::reduce_to_shape(gy.shape() == shapes_[i] ? gy : to_layout(gy, Layout::plain), shapes_[i]);
   }
   bool differentiable_input(int) const override { return true; }
-  bool keeps_input(int) const override { return true; }  // shapes
+
   bool trainable_input(int, const Tensor& init) const override { return init.numel() > 1; }
+
+ private:
+  std::vector<Shape> shapes_;
 };
 
 // ------------------------------------------------------------------------------------------

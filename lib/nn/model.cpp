@@ -42,6 +42,7 @@ struct Model::Impl {
   std::vector<int> buffer_ids;
   std::vector<bool> requires_grad, keep_for_backward, pinned;
   std::vector<int> last_use;
+  std::vector<int> first_keep;  // earliest step whose backward needs the value (-1: none)
   std::map<std::string, int> op_counts;
   int folded = 0;
 
@@ -204,6 +205,7 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
     if (any && !st.out.empty()) requires_grad[st.out[0]] = true;
   }
   keep_for_backward.assign(n, false);
+  first_keep.assign(n, -1);
   last_use.assign(n, -1);
   pinned.assign(n, false);
   for (int id : output_ids) pinned[id] = true;
@@ -212,10 +214,17 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
       const int id = steps[s].in[i];
       if (id < 0) continue;
       last_use[id] = static_cast<int>(s);
-      if (steps[s].backward && steps[s].layer->keeps_input(static_cast<int>(i))) keep_for_backward[id] = true;
+      if (steps[s].backward && steps[s].layer->keeps_input(static_cast<int>(i))) {
+        keep_for_backward[id] = true;
+        if (first_keep[id] < 0) first_keep[id] = static_cast<int>(s);
+      }
     }
     for (size_t j = 0; j < steps[s].out.size(); ++j)
-      if (steps[s].backward && steps[s].layer->keeps_output(static_cast<int>(j))) keep_for_backward[steps[s].out[j]] = true;
+      if (steps[s].backward && steps[s].layer->keeps_output(static_cast<int>(j))) {
+        const int id = steps[s].out[j];
+        keep_for_backward[id] = true;
+        if (first_keep[id] < 0) first_keep[id] = static_cast<int>(s);
+      }
   }
   // Every graph output must be computable.
   for (size_t k = 0; k < output_ids.size(); ++k) {
@@ -354,6 +363,12 @@ void Model::backward(const std::vector<Tensor>& output_grads) {
     for (int id : st.out) grads[id] = Tensor{};
     for (size_t i = 0; i < st.in.size(); ++i)
       if (need[i] && gin[i].defined()) grads[st.in[i]] = accumulate(grads[st.in[i]], gin[i]);
+    // Release saved activations that no earlier step's backward needs.
+    auto release = [&](int id) {
+      if (id >= 0 && m.first_keep[id] >= static_cast<int>(s) && !m.pinned[id] && !m.constants[id].defined()) m.vals[id] = Value{};
+    };
+    for (int id : st.in) release(id);
+    for (int id : st.out) release(id);
   }
   for (size_t k = 0; k < m.param_ids.size(); ++k) {
     const Tensor& g = grads[m.param_ids[k]];

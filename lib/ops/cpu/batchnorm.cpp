@@ -1,5 +1,6 @@
-// Batch normalization on the CPU: per-channel statistics accumulated in double, per-thread
-// partial sums over rows for channels-last data.
+// Batch normalization on the CPU. Per-channel statistics accumulate in double. Channels-last
+// tensors (nhwc: [rows, C] with C contiguous) run row by row with SIMD over C and per-thread
+// partial sums; plain [N, C, inner] tensors run channel by channel.
 #include "ops/batchnorm.h"
 
 #include <omp.h>
@@ -21,58 +22,76 @@ void check_param(const Tensor& p, int64_t C, const char* what) {
                                           " for " + std::to_string(C) + " channels");
 }
 
+constexpr int64_t kParallelMin = 16384;
+
 // y = x * a[c] + b[c]
-Tensor affine(const Tensor& x, const ChannelView& v, const std::vector<float>& a, const std::vector<float>& b) {
+Tensor affine(const Tensor& x, const ChannelView& v, const std::vector<float>& a_in, const std::vector<float>& b_in) {
   Tensor y(x.shape(), x.layout());
   const float* xp = x.data();
   float* yp = y.data();
+  const float* a = a_in.data();
+  const float* b = b_in.data();
   const int64_t C = v.C, inner = v.inner;
-#pragma omp parallel for collapse(2) if (x.numel() > 16384)
-  for (int64_t o = 0; o < v.outer; ++o)
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t base = (o * C + c) * inner;
-      const float ac = a[c], bc = b[c];
-      for (int64_t i = 0; i < inner; ++i) yp[base + i] = xp[base + i] * ac + bc;
+  if (inner == 1) {
+#pragma omp parallel for if (x.numel() > kParallelMin)
+    for (int64_t o = 0; o < v.outer; ++o) {
+      const float* xr = xp + o * C;
+      float* yr = yp + o * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * a[c] + b[c];
     }
+  } else {
+#pragma omp parallel for collapse(2) if (x.numel() > kParallelMin)
+    for (int64_t o = 0; o < v.outer; ++o)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t base = (o * C + c) * inner;
+        const float ac = a[c], bc = b[c];
+#pragma omp simd
+        for (int64_t i = 0; i < inner; ++i) yp[base + i] = xp[base + i] * ac + bc;
+      }
+  }
   return y;
 }
 
-// Per-channel sums of f(x, c) into s1 and of g(x, c, flat index) into s2, over outer and inner.
-template <class F, class G>
-void channel_sums(const float* p, const ChannelView& v, std::vector<double>& s1, std::vector<double>& s2, F f, G g) {
+// Per-channel sums of p and of p*q (q may be p): s1[c] = sum p, s2[c] = sum p*q.
+void channel_sums2(const float* p, const float* q, const ChannelView& v, std::vector<double>& s1, std::vector<double>& s2) {
   const int64_t C = v.C;
   s1.assign(C, 0.0);
   s2.assign(C, 0.0);
   if (v.inner == 1) {
-    const int nt = omp_get_max_threads();
-    std::vector<double> part1(static_cast<size_t>(nt) * C, 0.0), part2(static_cast<size_t>(nt) * C, 0.0);
-#pragma omp parallel if (v.outer * C > 16384)
+    const bool par = v.outer * C > kParallelMin;
+    const int nt = par ? omp_get_max_threads() : 1;
+    std::vector<double> part(static_cast<size_t>(nt) * 2 * C, 0.0);
+#pragma omp parallel if (par)
     {
-      double* a1 = &part1[static_cast<size_t>(omp_get_thread_num()) * C];
-      double* a2 = &part2[static_cast<size_t>(omp_get_thread_num()) * C];
+      double* a1 = &part[static_cast<size_t>(omp_get_thread_num()) * 2 * C];
+      double* a2 = a1 + C;
 #pragma omp for schedule(static)
       for (int64_t o = 0; o < v.outer; ++o) {
-        const float* row = p + o * C;
+        const float* pr = p + o * C;
+        const float* qr = q + o * C;
+#pragma omp simd
         for (int64_t c = 0; c < C; ++c) {
-          a1[c] += f(row[c], c);
-          a2[c] += g(row[c], c, o * C + c);
+          a1[c] += pr[c];
+          a2[c] += static_cast<double>(pr[c]) * qr[c];
         }
       }
     }
     for (int t = 0; t < nt; ++t)
       for (int64_t c = 0; c < C; ++c) {
-        s1[c] += part1[static_cast<size_t>(t) * C + c];
-        s2[c] += part2[static_cast<size_t>(t) * C + c];
+        s1[c] += part[static_cast<size_t>(t) * 2 * C + c];
+        s2[c] += part[static_cast<size_t>(t) * 2 * C + C + c];
       }
   } else {
-#pragma omp parallel for if (v.outer * C * v.inner > 16384)
+#pragma omp parallel for if (v.outer * C * v.inner > kParallelMin)
     for (int64_t c = 0; c < C; ++c) {
       double a1 = 0, a2 = 0;
       for (int64_t o = 0; o < v.outer; ++o) {
         const int64_t base = (o * C + c) * v.inner;
+#pragma omp simd reduction(+ : a1, a2)
         for (int64_t i = 0; i < v.inner; ++i) {
-          a1 += f(p[base + i], c);
-          a2 += g(p[base + i], c, base + i);
+          a1 += p[base + i];
+          a2 += static_cast<double>(p[base + i]) * q[base + i];
         }
       }
       s1[c] = a1;
@@ -105,27 +124,22 @@ Tensor batchnorm_training(const Tensor& x, const Tensor& scale, const Tensor& bi
   check_param(bias, v.C, "bias");
   const double count = static_cast<double>(v.outer * v.inner);
   if (count == 0) throw_error(ErrorKind::bad_input, "BatchNormalization over an empty batch");
-  std::vector<double> sum, unused;
-  channel_sums(x.data(), v, sum, unused, [](float a, int64_t) { return static_cast<double>(a); },
-               [](float, int64_t, int64_t) { return 0.0; });
-  std::vector<double> mean(v.C);
-  for (int64_t c = 0; c < v.C; ++c) mean[c] = sum[c] / count;
-  std::vector<double> sq;
-  channel_sums(x.data(), v, sq, unused,
-               [&](float a, int64_t c) { const double d = a - mean[c]; return d * d; },
-               [](float, int64_t, int64_t) { return 0.0; });
+  // One pass: sum and sum of squares in double (var = E[x^2] - E[x]^2).
+  std::vector<double> sum, sq;
+  channel_sums2(x.data(), x.data(), v, sum, sq);
   st.mean = Tensor({v.C});
   st.var = Tensor({v.C});
   st.invstd = Tensor({v.C});
   std::vector<float> a(v.C), b(v.C);
   for (int64_t c = 0; c < v.C; ++c) {
-    const double var = sq[c] / count;
+    const double mean = sum[c] / count;
+    const double var = std::max(0.0, sq[c] / count - mean * mean);
     const double inv = 1.0 / std::sqrt(var + eps);
-    st.mean.data()[c] = static_cast<float>(mean[c]);
+    st.mean.data()[c] = static_cast<float>(mean);
     st.var.data()[c] = static_cast<float>(var);
     st.invstd.data()[c] = static_cast<float>(inv);
     a[c] = static_cast<float>(scale.data()[c] * inv);
-    b[c] = static_cast<float>(bias.data()[c] - mean[c] * scale.data()[c] * inv);
+    b[c] = static_cast<float>(bias.data()[c] - mean * scale.data()[c] * inv);
   }
   return affine(x, v, a, b);
 }
@@ -137,13 +151,11 @@ void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormSta
   const double count = static_cast<double>(v.outer * v.inner);
   const float* mean = st.mean.data();
   const float* invstd = st.invstd.data();
-  const float* xp = x.data();
-  // dbias = sum(gy); dscale = sum(gy * xhat)
-  std::vector<double> dbias, dscale;
-  channel_sums(gy.data(), v, dbias, dscale, [](float g, int64_t) { return static_cast<double>(g); },
-               [&](float g, int64_t c, int64_t idx) {
-                 return static_cast<double>(g) * (static_cast<double>(xp[idx]) - mean[c]) * invstd[c];
-               });
+  // One pass: sum(gy) and sum(gy * x); dscale = invstd * (sum(gy x) - mean sum(gy)) = sum(gy xhat).
+  std::vector<double> dbias, gyx;
+  channel_sums2(gy.data(), x.data(), v, dbias, gyx);
+  std::vector<double> dscale(v.C);
+  for (int64_t c = 0; c < v.C; ++c) dscale[c] = invstd[c] * (gyx[c] - mean[c] * dbias[c]);
   if (gscale) {
     *gscale = Tensor({v.C});
     for (int64_t c = 0; c < v.C; ++c) gscale->data()[c] = static_cast<float>(dscale[c]);
@@ -153,26 +165,43 @@ void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormSta
     for (int64_t c = 0; c < v.C; ++c) gbias->data()[c] = static_cast<float>(dbias[c]);
   }
   if (gx) {
-    // gx = scale * invstd * (gy - dbias/M - xhat * dscale/M)
-    std::vector<float> k(v.C), mb(v.C), ms(v.C);
+    // gx = k * (gy - dbias/M - xhat * dscale/M), xhat = (x - mean) * invstd: an affine map of
+    // (gy, x) per channel: gx = k * gy + u * x + w.
+    std::vector<float> k(v.C), u(v.C), w(v.C);
     for (int64_t c = 0; c < v.C; ++c) {
-      k[c] = scale.data()[c] * invstd[c];
-      mb[c] = static_cast<float>(dbias[c] / count);
-      ms[c] = static_cast<float>(dscale[c] / count);
+      const double kc = scale.data()[c] * static_cast<double>(invstd[c]);
+      const double ms = dscale[c] / count * invstd[c];
+      k[c] = static_cast<float>(kc);
+      u[c] = static_cast<float>(-kc * ms);
+      w[c] = static_cast<float>(kc * (-dbias[c] / count + mean[c] * ms));
     }
     *gx = Tensor(x.shape(), x.layout());
     float* out = gx->data();
     const float* gp = gy.data();
+    const float* xp = x.data();
     const int64_t C = v.C, inner = v.inner;
-#pragma omp parallel for collapse(2) if (x.numel() > 16384)
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t base = (o * C + c) * inner;
-        for (int64_t i = 0; i < inner; ++i) {
-          const float xhat = (xp[base + i] - mean[c]) * invstd[c];
-          out[base + i] = k[c] * (gp[base + i] - mb[c] - xhat * ms[c]);
-        }
+    const float* kp = k.data();
+    const float* up = u.data();
+    const float* wp = w.data();
+    if (inner == 1) {
+#pragma omp parallel for if (x.numel() > kParallelMin)
+      for (int64_t o = 0; o < v.outer; ++o) {
+        const float* gr = gp + o * C;
+        const float* xr = xp + o * C;
+        float* r = out + o * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) r[c] = kp[c] * gr[c] + up[c] * xr[c] + wp[c];
       }
+    } else {
+#pragma omp parallel for collapse(2) if (x.numel() > kParallelMin)
+      for (int64_t o = 0; o < v.outer; ++o)
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t base = (o * C + c) * inner;
+          const float kc = kp[c], uc = up[c], wc = wp[c];
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i) out[base + i] = kc * gp[base + i] + uc * xp[base + i] + wc;
+        }
+    }
   }
 }
 

@@ -140,8 +140,10 @@ void Conv2d::backward(const Tensor& x_in, const Tensor& w, const Tensor& gy_in, 
                                                       s.strides, s.dilates, s.pad_l, s.pad_r);
       s.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(dd, cpu::engine(), s.fwd_pd);
       s.bwd_data = dnnl::convolution_backward_data(s.bwd_data_pd);
-      auto wd = dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any,
-                                                         s.bias_md, s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r);
+      auto wd = s.has_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any,
+                                                                       s.bias_md, s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r)
+                           : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any,
+                                                                       s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r);
       s.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(wd, cpu::engine(), s.fwd_pd);
       s.bwd_w = dnnl::convolution_backward_weights(s.bwd_w_pd);
       s.have_bwd = true;
@@ -157,17 +159,17 @@ void Conv2d::backward(const Tensor& x_in, const Tensor& w, const Tensor& gy_in, 
       s.bwd_data.execute(cpu::stream(), {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc}});
     }
     if (gw || gb) {
-      Tensor gw_t(s.w_shape), gb_t({s.w_shape[0]});
+      Tensor gw_t(s.w_shape), gb_t = s.has_bias ? Tensor({s.w_shape[0]}) : Tensor();
       memory src = wrap(s.src_md, x.data());
       memory dwei_user = wrap(s.wei_user_md, gw_t.data());
       const bool direct = s.bwd_w_pd.diff_weights_desc() == s.wei_user_md;
       memory dwei = direct ? dwei_user : memory(s.bwd_w_pd.diff_weights_desc(), cpu::engine());
-      memory dbias = wrap(s.bias_md, gb_t.data());
-      s.bwd_w.execute(cpu::stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei},
-                                      {DNNL_ARG_DIFF_BIAS, dbias}});
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei}};
+      if (s.has_bias) args[DNNL_ARG_DIFF_BIAS] = wrap(s.bias_md, gb_t.data());
+      s.bwd_w.execute(cpu::stream(), args);
       if (!direct) dnnl::reorder(dwei, dwei_user).execute(cpu::stream(), dwei, dwei_user);
       if (gw) *gw = gw_t;
-      if (gb) *gb = gb_t;
+      if (gb && s.has_bias) *gb = gb_t;
     }
     cpu::stream().wait();
     return 0;

@@ -44,11 +44,17 @@ Tensor activation_backward(const Tensor& saved, const Tensor& gy_in, const Activ
   switch (p.kind) {
     case Activation::relu:
 #pragma omp parallel for simd if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) o[i] = s[i] > 0.0f ? g[i] : 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i];  // unconditional load: a blend, not a branch
+        o[i] = s[i] > 0.0f ? gi : 0.0f;
+      }
       break;
     case Activation::leaky_relu:
 #pragma omp parallel for simd if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) o[i] = s[i] >= 0.0f ? g[i] : p.alpha * g[i];
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i];
+        o[i] = s[i] >= 0.0f ? gi : p.alpha * gi;
+      }
       break;
     case Activation::sigmoid:
 #pragma omp parallel for simd if (n > 65536)
@@ -56,7 +62,10 @@ Tensor activation_backward(const Tensor& saved, const Tensor& gy_in, const Activ
       break;
     case Activation::clip:
 #pragma omp parallel for simd if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) o[i] = (s[i] >= p.lo && s[i] <= p.hi) ? g[i] : 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i];
+        o[i] = (s[i] >= p.lo && s[i] <= p.hi) ? gi : 0.0f;
+      }
       break;
   }
   return gx;

@@ -61,6 +61,7 @@ Tensor maxpool_forward(const Tensor& x_in, const Pool2dParams& p, MaxPoolSaved* 
         float* out = yp + ((n * g.OH + oh) * g.OW + ow) * C;
         int32_t* arg = saved ? saved->argmax.data() + ((n * g.OH + oh) * g.OW + ow) * C : nullptr;
         std::fill(out, out + C, -std::numeric_limits<float>::infinity());
+        bool first = true;
         for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
           const int64_t h = oh * p.stride[0] - g.pads[0] + kh * p.dilation[0];
           if (h < 0 || h >= g.H) continue;
@@ -70,11 +71,20 @@ Tensor maxpool_forward(const Tensor& x_in, const Pool2dParams& p, MaxPoolSaved* 
             const float* in = xp + ((n * g.H + h) * g.W + w) * C;
             const int32_t off = static_cast<int32_t>(h * g.W + w);
             if (arg) {
-              for (int64_t c = 0; c < C; ++c)
-                if (in[c] > out[c] || arg[c] < 0) {
+              if (first) {  // the first tap initialises the window (branch-free selects after it)
+                for (int64_t c = 0; c < C; ++c) {
                   out[c] = in[c];
                   arg[c] = off;
                 }
+              } else {
+                for (int64_t c = 0; c < C; ++c) {
+                  const float v = in[c];
+                  const bool gt = v > out[c];
+                  out[c] = gt ? v : out[c];
+                  arg[c] = gt ? off : arg[c];
+                }
+              }
+              first = false;
             } else {
               for (int64_t c = 0; c < C; ++c) out[c] = std::max(out[c], in[c]);
             }
