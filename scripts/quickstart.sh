@@ -4,7 +4,7 @@
 # printing the JSON report and writing the pruned model to out/resnet50_pruned.onnx;
 # huffgpu-encode on the Fashion-MNIST training images, verified with huffgpu-decode -t; then
 # dist-train under mpirun (2 ranks) on Fashion-MNIST: 15 epochs of the example CNN
-# (configs/fashion_mnist_cnn.json; about 15-25 minutes on 2 cores), writing
+# (configs/fashion_mnist_cnn.json; about 12-16 minutes on 2 cores), writing
 # out/fashion_mnist_cnn.trained.onnx and its metrics. QUICKSTART_SKIP_TRAINING=1 skips that part.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
