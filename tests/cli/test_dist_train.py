@@ -232,3 +232,31 @@ def test_sigterm_checkpoints_and_exits(tmp_path):
     assert json.loads(out)["stopped"] is True
     assert (tmp_path / "ckpt").exists() and not (tmp_path / "trained.onnx").exists()
     assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
+
+
+def test_truncated_corrupt_and_empty_inputs(tmp_path):
+    cfg = config(tmp_path, epochs=1, final_polish_epochs=0, max_steps_per_epoch=2)
+    ok(dist_train("--config", cfg))
+    ckpt = (tmp_path / "ckpt").read_bytes()
+    bad = tmp_path / "bad.ckpt"
+    for name, data in [("empty", b""), ("truncated", ckpt[: len(ckpt) // 2]), ("header", ckpt[:30]),
+                       ("magic", b"XXXXXXXX" + ckpt[8:])]:
+        bad.write_bytes(data)
+        p = dist_train("--config", cfg, "--resume", bad, "-o", tmp_path / "r.onnx")
+        assert p.returncode == 2, (name, p.stderr)
+        assert "bad.ckpt" in p.stderr, (name, p.stderr)
+        assert not (tmp_path / "r.onnx").exists()
+    model = (tmp_path / "tiny.onnx").read_bytes()
+    for name, data in [("empty", b""), ("truncated", model[: len(model) // 3])]:
+        m = tmp_path / f"{name}.onnx"
+        m.write_bytes(data)
+        p = dist_train("--config", cfg, "--model", m, "-o", tmp_path / "r.onnx", ranks=2)
+        assert p.returncode != 0 and f"{name}.onnx" in p.stderr, (name, p.stderr)
+        assert not (tmp_path / "r.onnx").exists()
+    images = tmp_path / "images.idx"
+    with open(images, "wb") as out:
+        subprocess.run(["gzip", "-dc", f"{FM}/t10k-images-idx3-ubyte.gz"], stdout=out, check=True)
+    images.write_bytes(images.read_bytes()[:5000])
+    p = dist_train("--config", cfg, "--set", f'data.train_images="{images}"',
+                   "--set", f'data.train_labels="{FM}/t10k-labels-idx1-ubyte.gz"')
+    assert p.returncode == 2 and "images.idx" in p.stderr, p.stderr
