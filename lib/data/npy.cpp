@@ -235,8 +235,11 @@ NpyArray parse_npy(std::span<const unsigned char> data, const std::string& origi
   return a;
 }
 
-NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+namespace {
+// Opens `path` and parses its preamble and header (checked against the file size); `in` is
+// left open at the start of the array data.
+NpyArray open_npy(const std::string& path, std::ifstream& in, uint64_t& data_offset, uint64_t& need) {
+  in.open(path, std::ios::binary);
   if (!in) throw_error(ErrorKind::io, "cannot open " + path);
   in.seekg(0, std::ios::end);
   const std::streamoff end = in.tellg();
@@ -249,14 +252,22 @@ NpyArray read_npy(const std::string& path) {
   if (!in.read(reinterpret_cast<char*>(head), static_cast<std::streamsize>(head_n)))
     throw_error(ErrorKind::io, "cannot read " + path);
   const Preamble pre = parse_preamble(head, head_n, path);
-  const uint64_t data_offset = pre.header_offset + pre.header_len;
+  data_offset = pre.header_offset + pre.header_len;
   if (file_size < data_offset)
     fail(ErrorKind::bad_input, path, file_size, "truncated header (" + std::to_string(pre.header_len) + " bytes declared)");
   std::string text(pre.header_len, '\0');
   in.seekg(static_cast<std::streamoff>(pre.header_offset));
   if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) throw_error(ErrorKind::io, "cannot read " + path);
   NpyArray a = parse_header_text(text, pre, path);
-  const uint64_t need = finish_header(a, data_offset, file_size);
+  need = finish_header(a, data_offset, file_size);
+  return a;
+}
+}  // namespace
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in;
+  uint64_t data_offset = 0, need = 0;
+  NpyArray a = open_npy(path, in, data_offset, need);
   a.bytes.resize(need);
   if (need && !in.read(reinterpret_cast<char*>(a.bytes.data()), static_cast<std::streamsize>(need)))
     throw_error(ErrorKind::io, "cannot read the array data of " + path);
@@ -264,26 +275,9 @@ NpyArray read_npy(const std::string& path) {
 }
 
 NpyArray read_npy_header(const std::string& path, uint64_t* data_offset) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorKind::io, "cannot open " + path);
-  in.seekg(0, std::ios::end);
-  const std::streamoff end = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (end < 0 || !in) throw_error(ErrorKind::io, "cannot determine the size of " + path);
-  const auto file_size = static_cast<uint64_t>(end);
-  unsigned char head[12] = {};
-  const size_t head_n = static_cast<size_t>(std::min<uint64_t>(file_size, sizeof(head)));
-  if (!in.read(reinterpret_cast<char*>(head), static_cast<std::streamsize>(head_n)))
-    throw_error(ErrorKind::io, "cannot read " + path);
-  const Preamble pre = parse_preamble(head, head_n, path);
-  const uint64_t offset = pre.header_offset + pre.header_len;
-  if (file_size < offset)
-    fail(ErrorKind::bad_input, path, file_size, "truncated header (" + std::to_string(pre.header_len) + " bytes declared)");
-  std::string text(pre.header_len, '\0');
-  in.seekg(static_cast<std::streamoff>(pre.header_offset));
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) throw_error(ErrorKind::io, "cannot read " + path);
-  NpyArray a = parse_header_text(text, pre, path);
-  finish_header(a, offset, file_size);
+  std::ifstream in;
+  uint64_t offset = 0, need = 0;
+  NpyArray a = open_npy(path, in, offset, need);
   if (data_offset) *data_offset = offset;
   return a;
 }

@@ -349,19 +349,8 @@ class BinaryLayer : public Layer {
       ops::binary_backward(op_, in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr);
       return;
     }
-    // Add/Sub need only the operands' shapes: the gradient summed down to each shape.
-    const bool same = shapes_[0] == shapes_[1] && layouts_[0] == layouts_[1];
-    const Tensor g = to_layout(gy, same ? layouts_[0] : Layout::plain);
-    if (need[0]) gin[0] = ops::reduce_to_shape(g, shapes_[0]);
-    if (need[1]) {
-      Tensor r = ops::reduce_to_shape(g, shapes_[1]);
-      if (op_ == ops::BinaryOp::sub) {
-        Tensor n(r.shape(), r.layout());
-        for (int64_t i = 0; i < r.numel(); ++i) n.data()[i] = -r.data()[i];
-        r = n;
-      }
-      gin[1] = r;
-    }
+    ops::add_sub_backward(op_, shapes_[0], layouts_[0], shapes_[1], layouts_[1], gy, need[0] ? &gin[0] : nullptr,
+                          need[1] ? &gin[1] : nullptr);
   }
   bool differentiable_input(int i) const override { return i <= 1; }
   bool keeps_input(int i) const override { return i <= 1 && op_ == ops::BinaryOp::mul; }

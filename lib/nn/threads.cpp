@@ -7,13 +7,11 @@
 
 namespace hpcnn::nn {
 
-namespace {
 int available_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
   return static_cast<int>(std::thread::hardware_concurrency());
 }
-}  // namespace
 
 void set_num_threads(int n) {
   // oneDNN here uses the OpenMP runtime: its primitives and sgemm follow omp_set_num_threads.

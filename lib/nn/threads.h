@@ -7,5 +7,7 @@ namespace hpcnn::nn {
 
 void set_num_threads(int n);
 int num_threads();
+// Cores in this process's CPU affinity mask (what set_num_threads(0) uses).
+int available_cores();
 
 }  // namespace hpcnn::nn

@@ -13,6 +13,9 @@ Shape broadcast_shape(const Shape& a, const Shape& b);  // ErrorKind::bad_input 
 Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b);
 // Gradients of a and b (null pointers skipped); each has its operand's shape.
 void binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& gy, Tensor* ga, Tensor* gb);
+// Add/Sub gradients need only the operands' shapes and layouts (no values kept for backward).
+void add_sub_backward(BinaryOp op, const Shape& a, Layout la, const Shape& b, Layout lb, const Tensor& gy, Tensor* ga,
+                      Tensor* gb);
 // Sums g (shape `from`, already plain or same layout as `like`) down to `to` (numpy rules).
 Tensor reduce_to_shape(const Tensor& g, const Shape& to);
 

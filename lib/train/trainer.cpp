@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -46,8 +45,7 @@ int local_ranks(const dist::Communicator& comm) {
 void set_threads(const TrainConfig& cfg, const dist::Communicator& comm) {
   int n = cfg.threads;
   if (n == 0) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    n = std::max(1, cores / std::max(1, local_ranks(comm)));
+    n = std::max(1, nn::available_cores() / std::max(1, local_ranks(comm)));
   }
   nn::set_num_threads(n);
   if (cfg.deterministic) omp_set_dynamic(0);  // a fixed team size: bitwise-reproducible reductions
@@ -381,11 +379,11 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     comm.allreduce_sum(sums, 3);
-    double secs_max = secs;
-    comm.allreduce_sum(&secs_max, 1);
-    secs_max /= world;  // mean over ranks
+    double secs_mean = secs;
+    comm.allreduce_sum(&secs_mean, 1);
+    secs_mean /= world;
     images_total += sums[2];
-    train_seconds += secs_max;
+    train_seconds += secs_mean;
     // BatchNormalization running statistics saw only this rank's batches: average them (as
     // they would be over the global batch, up to the variance of the batch means), so that
     // every rank holds the same model.
@@ -396,8 +394,8 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
            {"lr", cfg.lr.at(std::max<int64_t>(global_step - 1, 0), total_steps, steps_per_epoch, global_batch)},
            {"train_loss", sums[2] ? sums[0] / sums[2] : 0.0},
            {"train_accuracy", sums[2] ? sums[1] / sums[2] : 0.0},
-           {"images_per_second", secs_max > 0 ? sums[2] / secs_max : 0.0},
-           {"seconds", secs_max},
+           {"images_per_second", secs_mean > 0 ? sums[2] / secs_mean : 0.0},
+           {"seconds", secs_mean},
            {"final_polish", polish},
            {"bytes_exchanged_per_step", exchange.bytes_per_step()}};
     if (test_src) {
@@ -410,7 +408,7 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
       spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg.epochs,
                    m["train_loss"].get<double>(), m["train_accuracy"].get<double>(),
                    test_src ? fmt::format(", test acc {:.4f}", m["test_accuracy"].get<double>()) : std::string(),
-                   m["images_per_second"].get<double>(), secs_max);
+                   m["images_per_second"].get<double>(), secs_mean);
       if (metrics.is_open()) {
         metrics << m.dump() << '\n';
         metrics.flush();

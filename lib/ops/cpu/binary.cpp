@@ -120,27 +120,31 @@ Tensor reduce_to_shape(const Tensor& g_in, const Shape& to) {
   return r;
 }
 
+void add_sub_backward(BinaryOp op, const Shape& a, Layout la, const Shape& b, Layout lb, const Tensor& gy, Tensor* ga,
+                      Tensor* gb) {
+  const bool same = a == b && la == lb;
+  const Tensor g = to_layout(gy, same ? la : Layout::plain);
+  if (ga) *ga = reduce_to_shape(g, a);
+  if (gb) {
+    Tensor r = reduce_to_shape(g, b);
+    if (op == BinaryOp::sub) {
+      Tensor n(r.shape(), r.layout());
+      for (int64_t i = 0; i < r.numel(); ++i) n.data()[i] = -r.data()[i];
+      r = n;
+    }
+    *gb = r;
+  }
+}
+
 void binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& gy, Tensor* ga, Tensor* gb) {
+  if (op != BinaryOp::mul) {
+    add_sub_backward(op, a.shape(), a.layout(), b.shape(), b.layout(), gy, ga, gb);
+    return;
+  }
   const bool same = a.shape() == b.shape() && a.layout() == b.layout();
   const Tensor g = same ? to_layout(gy, a.layout()) : to_layout(gy, Layout::plain);
-  switch (op) {
-    case BinaryOp::add:
-      if (ga) *ga = reduce_to_shape(g, a.shape());
-      if (gb) *gb = reduce_to_shape(g, b.shape());
-      break;
-    case BinaryOp::sub:
-      if (ga) *ga = reduce_to_shape(g, a.shape());
-      if (gb) {
-        Tensor n(g.shape(), g.layout());
-        for (int64_t i = 0; i < g.numel(); ++i) n.data()[i] = -g.data()[i];
-        *gb = reduce_to_shape(n, b.shape());
-      }
-      break;
-    case BinaryOp::mul:
-      if (ga) *ga = reduce_to_shape(binary_forward(BinaryOp::mul, g, same ? b : to_layout(b, Layout::plain)), a.shape());
-      if (gb) *gb = reduce_to_shape(binary_forward(BinaryOp::mul, g, same ? a : to_layout(a, Layout::plain)), b.shape());
-      break;
-  }
+  if (ga) *ga = reduce_to_shape(binary_forward(BinaryOp::mul, g, same ? b : to_layout(b, Layout::plain)), a.shape());
+  if (gb) *gb = reduce_to_shape(binary_forward(BinaryOp::mul, g, same ? a : to_layout(a, Layout::plain)), b.shape());
 }
 
 }  // namespace hpcnn::ops

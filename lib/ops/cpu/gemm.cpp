@@ -18,14 +18,15 @@ Tensor gemm_forward(const Tensor& A, const Tensor& B, const Tensor& C, const Gem
   const int64_t M = p.trans_a ? A.dim(1) : A.dim(0), K = p.trans_a ? A.dim(0) : A.dim(1);
   const int64_t KB = p.trans_b ? B.dim(1) : B.dim(0), N = p.trans_b ? B.dim(0) : B.dim(1);
   if (K != KB) throw_error(ErrorKind::bad_input, "Gemm inner dimensions differ: A " + shape_to_string(A.shape()) + ", B " + shape_to_string(B.shape()));
-  Tensor Y({M, N});
+  Tensor Y;
   float beta = 0.0f;
   if (C.defined() && p.beta != 0.0f) {
     if (broadcast_shape(C.shape(), {M, N}) != Shape{M, N})
       throw_error(ErrorKind::bad_input, "Gemm C of shape " + shape_to_string(C.shape()) + " does not broadcast to [" + std::to_string(M) + "," + std::to_string(N) + "]");
-    Tensor Cb = binary_forward(BinaryOp::add, Tensor::zeros({M, N}), to_layout(C, Layout::plain));
-    std::copy(Cb.data(), Cb.data() + Cb.numel(), Y.data());
+    Y = binary_forward(BinaryOp::add, Tensor::zeros({M, N}), to_layout(C, Layout::plain));  // C broadcast to [M, N]
     beta = p.beta;
+  } else {
+    Y = Tensor({M, N});
   }
   cpu::sgemm(p.trans_a, p.trans_b, M, N, K, p.alpha, A.data(), A.dim(1), B.data(), B.dim(1), beta, Y.data(), N);
   return Y;

@@ -44,6 +44,20 @@ Geometry geometry(const Shape& xs, const Pool2dParams& p, const char* op) {
   return g;
 }
 
+// Calls fn(pixel) for each tap of the window starting at (h0, w0) (padded coordinates already
+// subtracted) that lies inside the input; pixel = h * W + w within the image.
+template <class Fn>
+inline void for_each_tap(const Geometry& g, const Pool2dParams& p, int64_t h0, int64_t w0, Fn fn) {
+  for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
+    const int64_t h = h0 + kh * p.dilation[0];
+    if (h < 0 || h >= g.H) continue;
+    for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
+      const int64_t w = w0 + kw * p.dilation[1];
+      if (w >= 0 && w < g.W) fn(h * g.W + w);
+    }
+  }
+}
+
 }  // namespace
 
 Tensor maxpool_forward(const Tensor& x_in, const Pool2dParams& p, MaxPoolSaved* saved) {
@@ -62,34 +76,26 @@ Tensor maxpool_forward(const Tensor& x_in, const Pool2dParams& p, MaxPoolSaved* 
         int32_t* arg = saved ? saved->argmax.data() + ((n * g.OH + oh) * g.OW + ow) * C : nullptr;
         std::fill(out, out + C, -std::numeric_limits<float>::infinity());
         bool first = true;
-        for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
-          const int64_t h = oh * p.stride[0] - g.pads[0] + kh * p.dilation[0];
-          if (h < 0 || h >= g.H) continue;
-          for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
-            const int64_t w = ow * p.stride[1] - g.pads[1] + kw * p.dilation[1];
-            if (w < 0 || w >= g.W) continue;
-            const float* in = xp + ((n * g.H + h) * g.W + w) * C;
-            const int32_t off = static_cast<int32_t>(h * g.W + w);
-            if (arg) {
-              if (first) {  // the first tap initialises the window (branch-free selects after it)
-                for (int64_t c = 0; c < C; ++c) {
-                  out[c] = in[c];
-                  arg[c] = off;
-                }
-              } else {
-                for (int64_t c = 0; c < C; ++c) {
-                  const float v = in[c];
-                  const bool gt = v > out[c];
-                  out[c] = gt ? v : out[c];
-                  arg[c] = gt ? off : arg[c];
-                }
-              }
-              first = false;
-            } else {
-              for (int64_t c = 0; c < C; ++c) out[c] = std::max(out[c], in[c]);
+        for_each_tap(g, p, oh * p.stride[0] - g.pads[0], ow * p.stride[1] - g.pads[1], [&](int64_t pix) {
+          const float* in = xp + (n * g.H * g.W + pix) * C;
+          const int32_t off = static_cast<int32_t>(pix);
+          if (!arg) {
+            for (int64_t c = 0; c < C; ++c) out[c] = std::max(out[c], in[c]);
+          } else if (first) {  // the first tap initialises the window (branch-free selects after it)
+            for (int64_t c = 0; c < C; ++c) {
+              out[c] = in[c];
+              arg[c] = off;
+            }
+          } else {
+            for (int64_t c = 0; c < C; ++c) {
+              const float v = in[c];
+              const bool gt = v > out[c];
+              out[c] = gt ? v : out[c];
+              arg[c] = gt ? off : arg[c];
             }
           }
-        }
+          first = false;
+        });
       }
     }
   return y;
@@ -145,16 +151,10 @@ Tensor avgpool_forward(const Tensor& x_in, const Pool2dParams& p) {
         float* out = yp + ((n * g.OH + oh) * g.OW + ow) * C;
         std::fill(out, out + C, 0.0f);
         const int64_t h0 = oh * p.stride[0] - g.pads[0], w0 = ow * p.stride[1] - g.pads[1];
-        for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
-          const int64_t h = h0 + kh * p.dilation[0];
-          if (h < 0 || h >= g.H) continue;
-          for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
-            const int64_t w = w0 + kw * p.dilation[1];
-            if (w < 0 || w >= g.W) continue;
-            const float* in = xp + ((n * g.H + h) * g.W + w) * C;
-            for (int64_t c = 0; c < C; ++c) out[c] += in[c];
-          }
-        }
+        for_each_tap(g, p, h0, w0, [&](int64_t pix) {
+          const float* in = xp + (n * g.H * g.W + pix) * C;
+          for (int64_t c = 0; c < C; ++c) out[c] += in[c];
+        });
         const int64_t cnt = window_count(g, p, h0, w0);
         const float inv = cnt > 0 ? 1.0f / static_cast<float>(cnt) : 0.0f;
         for (int64_t c = 0; c < C; ++c) out[c] *= inv;
@@ -177,16 +177,10 @@ Tensor avgpool_backward(const Shape& xs, const Pool2dParams& p, const Tensor& gy
         const int64_t h0 = oh * p.stride[0] - g.pads[0], w0 = ow * p.stride[1] - g.pads[1];
         const int64_t cnt = window_count(g, p, h0, w0);
         const float inv = cnt > 0 ? 1.0f / static_cast<float>(cnt) : 0.0f;
-        for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
-          const int64_t h = h0 + kh * p.dilation[0];
-          if (h < 0 || h >= g.H) continue;
-          for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
-            const int64_t w = w0 + kw * p.dilation[1];
-            if (w < 0 || w >= g.W) continue;
-            float* gi = gxp + ((n * g.H + h) * g.W + w) * C;
-            for (int64_t c = 0; c < C; ++c) gi[c] += go[c] * inv;
-          }
-        }
+        for_each_tap(g, p, h0, w0, [&](int64_t pix) {
+          float* gi = gxp + (n * g.H * g.W + pix) * C;
+          for (int64_t c = 0; c < C; ++c) gi[c] += go[c] * inv;
+        });
       }
   return gx;
 }

@@ -12,6 +12,20 @@ int64_t norm_axis(int64_t axis, int rank, const char* op) {
     throw_error(ErrorKind::bad_input, std::string(op) + " axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }
+// A concatenation as [outer, axis * inner] rows; the nhwc channel concat is outer = N*H*W, inner = 1.
+struct ConcatView {
+  int64_t outer = 1, inner = 1;
+};
+ConcatView concat_view(const Shape& out, int64_t axis, bool nhwc) {
+  ConcatView v;
+  if (nhwc) {
+    v.outer = out[0] * out[2] * out[3];
+    return v;
+  }
+  for (int64_t d = 0; d < axis; ++d) v.outer *= out[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < out.size(); ++d) v.inner *= out[d];
+  return v;
+}
 }  // namespace
 
 Tensor concat_forward(const std::vector<Tensor>& xs, int64_t axis_in) {
@@ -29,14 +43,7 @@ Tensor concat_forward(const std::vector<Tensor>& xs, int64_t axis_in) {
         throw_error(ErrorKind::bad_input, "Concat input " + shape_to_string(x.shape()) + " does not match " + shape_to_string(xs[0].shape()));
     out[axis] += x.dim(static_cast<int>(axis));
   }
-  // As [outer, axis * inner] rows: nhwc channel concat is outer = N*H*W, inner = 1.
-  int64_t outer = 1, inner = 1;
-  if (nhwc) {
-    outer = out[0] * out[2] * out[3];
-  } else {
-    for (int d = 0; d < axis; ++d) outer *= out[d];
-    for (int d = static_cast<int>(axis) + 1; d < rank; ++d) inner *= out[d];
-  }
+  const auto [outer, inner] = concat_view(out, axis, nhwc);
   Tensor y(out, nhwc ? Layout::nhwc : Layout::plain);
   const int64_t row = out[axis] * inner;
   int64_t col = 0;
@@ -54,13 +61,7 @@ std::vector<Tensor> concat_backward(const std::vector<Shape>& shapes, int64_t ax
   const int64_t axis = norm_axis(axis_in, rank, "Concat");
   const bool nhwc = gy.layout() == Layout::nhwc && axis == 1;
   const Tensor g = nhwc ? gy : to_layout(gy, Layout::plain);
-  int64_t outer = 1, inner = 1;
-  if (nhwc) {
-    outer = g.dim(0) * g.dim(2) * g.dim(3);
-  } else {
-    for (int d = 0; d < axis; ++d) outer *= g.dim(d);
-    for (int d = static_cast<int>(axis) + 1; d < rank; ++d) inner *= g.dim(d);
-  }
+  const auto [outer, inner] = concat_view(g.shape(), axis, nhwc);
   const int64_t row = g.dim(static_cast<int>(axis)) * inner;
   std::vector<Tensor> out;
   int64_t col = 0;
