@@ -128,6 +128,57 @@ CodeLengths read_code_table(const uint8_t* in, size_t avail, int limit, size_t* 
   return lengths;
 }
 
+namespace {
+
+// The symbols in canonical order (by length, then symbol value: their codewords ascend), and
+// for each width W the number of W-bit prefixes that codewords of at most W bits cover.
+struct CanonicalOrder {
+  int n = 0;
+  std::array<uint8_t, 256> sym{}, len{};
+  std::array<uint32_t, 256> code{};
+  std::array<uint32_t, kMaxCodeLength + 1> cover{};
+};
+
+CanonicalOrder canonical_order(const CodeLengths& lengths, const std::array<uint32_t, 256>& codes) {
+  CanonicalOrder c;
+  std::array<int, kMaxCodeLength + 2> first{};
+  for (int s = 0; s < 256; ++s) first[lengths[s] + 1]++;
+  first[1] = 0;  // absent symbols (length 0) are left out
+  for (int l = 2; l <= kMaxCodeLength + 1; ++l) first[l] += first[l - 1];
+  for (int s = 0; s < 256; ++s) {
+    const int l = lengths[s];
+    if (!l) continue;
+    const int k = first[l]++;
+    c.sym[k] = static_cast<uint8_t>(s);
+    c.len[k] = static_cast<uint8_t>(l);
+    c.code[k] = codes[s];
+    ++c.n;
+  }
+  for (int w = 0; w <= kMaxCodeLength; ++w)
+    for (int k = 0; k < c.n && c.len[k] <= w; ++k) c.cover[w] += 1u << (w - c.len[k]);
+  return c;
+}
+
+// Multi-symbol root entries: fills root[base, base + 2^W), the entries whose remaining W bits
+// follow `count` decoded symbols (`syms`, `used` bits). Each codeword of at most W bits owns a
+// contiguous range, split further for the next symbol (up to three); the rest of the range
+// (prefixes of longer codewords) ends the entry at the symbols so far. Every entry is written
+// once.
+void fill_multi(uint32_t* root, uint32_t base, int W, uint32_t syms, uint32_t used, int count, const CanonicalOrder& c) {
+  for (int k = 0; k < c.n && c.len[k] <= W; ++k) {
+    const int l = c.len[k];
+    const uint32_t b = base + (c.code[k] << (W - l));
+    const uint32_t syms2 = syms | static_cast<uint32_t>(c.sym[k]) << (8 * count), used2 = used + static_cast<uint32_t>(l);
+    if (count + 1 == 3 || l == W)
+      std::fill_n(root + b, size_t{1} << (W - l), syms2 | used2 << 24 | static_cast<uint32_t>(count + 1) << 30);
+    else
+      fill_multi(root, b, W - l, syms2, used2, count + 1, c);
+  }
+  if (count > 0) std::fill_n(root + base + c.cover[W], (size_t{1} << W) - c.cover[W], syms | used << 24 | static_cast<uint32_t>(count) << 30);
+}
+
+}  // namespace
+
 DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool multi) {
   DecodeTable t;
   t.lengths = lengths;
@@ -141,55 +192,45 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
     }
   const int K = root_bits;  // fixed, so decoders can shift by a constant
   t.root_bits = K;
-  t.root.assign(size_t{1} << K, 0);
-  // Second-level width per K-bit prefix: the longest code under it minus K.
-  std::vector<int> sub_width(size_t{1} << K, 0);
-  for (int s = 0; s < 256; ++s) {
-    const int len = lengths[s];
-    if (len > K) {
-      const uint32_t prefix = codes[s] >> (len - K);
-      sub_width[prefix] = std::max(sub_width[prefix], len - K);
+  t.root.resize(size_t{1} << K);
+  if (t.max_length > K) {
+    // Second-level tables: per K-bit prefix of longer codewords, as wide as the longest of them
+    // minus K; the root entry points to it (count 0).
+    std::vector<int> sub_width(size_t{1} << K, 0);
+    for (int s = 0; s < 256; ++s) {
+      const int len = lengths[s];
+      if (len > K) {
+        const uint32_t prefix = codes[s] >> (len - K);
+        sub_width[prefix] = std::max(sub_width[prefix], len - K);
+      }
     }
-  }
-  std::vector<uint32_t> sub_start(size_t{1} << K, 0);
-  for (size_t p = 0; p < sub_width.size(); ++p) {
-    if (!sub_width[p]) continue;
-    sub_start[p] = static_cast<uint32_t>(t.sub.size());
-    t.root[p] = (sub_start[p] << 5) | static_cast<uint32_t>(sub_width[p]);  // count 0: a pointer
-    t.sub.resize(t.sub.size() + (size_t{1} << sub_width[p]), 0);
-  }
-  for (int s = 0; s < 256; ++s) {
-    const int len = lengths[s];
-    if (!len) continue;
-    const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 24 | 1u << 30;
-    if (len <= K) {
-      const uint32_t first = codes[s] << (K - len);
-      for (uint32_t i = 0; i < (1u << (K - len)); ++i) t.root[first + i] = entry;
-    } else {
+    std::vector<uint32_t> sub_start(size_t{1} << K, 0);
+    for (size_t p = 0; p < sub_width.size(); ++p) {
+      if (!sub_width[p]) continue;
+      sub_start[p] = static_cast<uint32_t>(t.sub.size());
+      t.root[p] = (sub_start[p] << 5) | static_cast<uint32_t>(sub_width[p]);
+      t.sub.resize(t.sub.size() + (size_t{1} << sub_width[p]), 0);
+    }
+    for (int s = 0; s < 256; ++s) {
+      const int len = lengths[s];
+      if (len <= K) continue;
+      const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 24 | 1u << 30;
       const uint32_t prefix = codes[s] >> (len - K);
       const int w = sub_width[prefix];
       const uint32_t low = codes[s] & ((1u << (len - K)) - 1);
       const uint32_t first = low << (w - (len - K));
-      for (uint32_t i = 0; i < (1u << (w - (len - K))); ++i) t.sub[sub_start[prefix] + first + i] = entry;
+      std::fill_n(t.sub.data() + sub_start[prefix] + first, size_t{1} << (w - (len - K)), entry);
     }
   }
   if (multi) {
     // A root entry whose K bits hold further whole codewords decodes up to three at once.
-    const std::vector<uint32_t> single = t.root;
-    const uint32_t mask = (1u << K) - 1;
-    for (uint32_t idx = 0; idx < t.root.size(); ++idx) {
-      uint32_t e = single[idx];
-      if (entry_is_pointer(e)) continue;
-      uint32_t used = entry_bits(e), syms = e & 0xFF;
-      int count = 1;
-      while (count < 3) {
-        const uint32_t next = single[(idx << used) & mask];
-        if (entry_is_pointer(next) || used + entry_bits(next) > static_cast<uint32_t>(K)) break;
-        syms |= (next & 0xFF) << (8 * count);
-        used += entry_bits(next);
-        ++count;
-      }
-      t.root[idx] = syms | used << 24 | static_cast<uint32_t>(count) << 30;
+    fill_multi(t.root.data(), 0, K, 0, 0, 0, canonical_order(lengths, codes));
+  } else {
+    for (int s = 0; s < 256; ++s) {
+      const int len = lengths[s];
+      if (!len || len > K) continue;
+      const uint32_t entry = static_cast<uint32_t>(s) | static_cast<uint32_t>(len) << 24 | 1u << 30;
+      std::fill_n(t.root.data() + (codes[s] << (K - len)), size_t{1} << (K - len), entry);
     }
   }
   return t;

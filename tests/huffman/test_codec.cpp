@@ -50,6 +50,28 @@ TEST_CASE("the encoded bytes do not depend on the thread count", "[huffman]") {
   }
 }
 
+TEST_CASE("parts of every size and thread count give the one-thread bytes", "[huffman]") {
+  // Part boundaries land at every offset within a byte, a word and a gap-array segment,
+  // including inside a codeword that crosses a segment boundary (that entry belongs to the part
+  // before). Both encoder paths: pair table (text) and single lookups (many symbols).
+  std::mt19937_64 rng(21);
+  std::vector<uint8_t> wide(400000);
+  for (auto& b : wide) b = static_cast<uint8_t>(std::min<uint64_t>(255, rng() % 64 + rng() % 64 + rng() % 160));
+  for (const auto& src : {text_like(400000, 13), wide}) {
+    for (size_t n = 40000; n <= src.size(); n += 17389) {
+      const std::vector<uint8_t> in(src.begin(), src.begin() + static_cast<long>(n));
+      for (int seg : {7, 8}) {
+        std::vector<uint8_t> ref, got;
+        REQUIRE(roundtrip(in, header(1u << 24, seg), 1, 1, &ref) == in);
+        for (int t : {2, 3, 7}) {
+          roundtrip(in, header(1u << 24, seg), t, t, &got);
+          CHECK(got == ref);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("chunk modes: raw for random data, single symbol for a constant", "[huffman]") {
   std::vector<uint8_t> chunk;
   std::vector<uint8_t> constant(5000, 9);
@@ -63,11 +85,13 @@ TEST_CASE("chunk modes: raw for random data, single symbol for a constant", "[hu
 }
 
 TEST_CASE("the gap array holds the first codeword boundary of every segment", "[huffman]") {
-  for (int seg : {7, 8}) {
-    const auto in = text_like(1500007, 4);  // over 1 MiB: the pair-table encoder path
+  for (int seg : {7, 8})
+  for (int threads : {1, 2, 3, 5, 8})
+  for (size_t n : {size_t{1500007}, size_t{65537 + 4099 * static_cast<size_t>(threads)}}) {
+    const auto in = text_like(n, 4 + static_cast<uint64_t>(threads));
     const FileHeader fh = header(1u << 24, seg);
     std::vector<uint8_t> chunk;
-    roundtrip(in, fh, 3, 1, &chunk);
+    roundtrip(in, fh, threads, 1, &chunk);
     const ChunkHeader h = read_chunk_header(chunk.data(), fh, 0, 0);
     size_t table_size = 0;
     const CodeLengths l = read_code_table(chunk.data() + kChunkHeaderSize, h.payload_length, 12, &table_size, "");
@@ -114,6 +138,40 @@ TEST_CASE("corrupted chunks decode correctly or fail naming the chunk", "[huffma
     }
   }
   CHECK(failures > 300);
+}
+
+TEST_CASE("multi-group decoding: every thread count, and corruption anywhere is caught", "[huffman]") {
+  // Over 8 MiB of stream bits: dozens of lane groups, so thread 0's in-place run and the other
+  // threads' scratch runs are both exercised.
+  const auto in = text_like(3 << 20, 17);
+  const FileHeader fh = header();
+  std::vector<uint8_t> chunk;
+  REQUIRE(roundtrip(in, fh, 2, 1, &chunk) == in);
+  const ChunkHeader h = read_chunk_header(chunk.data(), fh, 0, 0);
+  DecoderScratch s;
+  std::vector<uint8_t> out(in.size());
+  for (int t : {2, 3, 4, 7, 16}) {
+    std::fill(out.begin(), out.end(), 0);
+    decode_chunk(h, chunk.data(), fh, t, out.data(), s, 0, 0);
+    CHECK(out == in);
+  }
+  std::mt19937_64 rng(23);
+  const size_t words_start = chunk.size() - (h.bit_length + 31) / 32 * 4;
+  for (int trial = 0; trial < 24; ++trial) {
+    auto bad = chunk;
+    // Flip a bit early, in the middle or late in the bitstream (thread 0's run or a later one).
+    const size_t span = bad.size() - words_start;
+    const size_t pos = words_start + (trial % 3) * span / 3 + rng() % (span / 3);
+    bad[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    for (int t : {1, 3}) {
+      try {
+        decode_chunk(h, bad.data(), fh, t, out.data(), s, 5, 77);
+        FAIL("a flipped bitstream bit at " << pos << " decoded without an error");
+      } catch (const hpcnn::Error& e) {
+        CHECK(std::string(e.what()).find("chunk 5") != std::string::npos);
+      }
+    }
+  }
 }
 
 TEST_CASE("peek32 (shared with the CUDA decoder) reads any 32 bits MSB first", "[huffman]") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "core/error.h"
@@ -18,6 +19,9 @@ constexpr int kInterleave = 4;          // lanes decoded together by one thread
 constexpr uint64_t kLaneSlack = 8;       // a lane may write 3 bytes past its last symbol
 constexpr int kRootBits = 12;           // first-level table: 4096 entries, 16 KiB
 constexpr uint64_t kMinLaneBits = 1 << 14;
+// Lanes of about this many bits (32 KiB of stream): a group of four lanes, its byte-swapped
+// words and its output stay in the L2 cache while they are decoded, copied and hashed.
+constexpr uint64_t kLaneBits = 1 << 18;
 
 // One lane: bit range [begin, end) of the stream, decoded into `out`.
 struct Lane {
@@ -117,19 +121,45 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
 #undef HPCNN_DECODE_ONE
 
 // Codes of at most kRootBits bits need no second-level lookup (the default L = 12).
-HPCNN_HOT_TARGET void decode_lanes_short(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
+HPCNN_HOT_TARGET HPCNN_NO_SLP void decode_lanes_short(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
   decode_lanes_impl<4, false>(t, be, lanes, n);
 }
-HPCNN_HOT_TARGET void decode_lanes_4(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
+HPCNN_HOT_TARGET HPCNN_NO_SLP void decode_lanes_4(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
   decode_lanes_impl<4, true>(t, be, lanes, n);
 }
-HPCNN_HOT_TARGET void decode_lanes_3(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
+HPCNN_HOT_TARGET HPCNN_NO_SLP void decode_lanes_3(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
   decode_lanes_impl<3, true>(t, be, lanes, n);
 }
 void decode_lanes(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
   if (t.max_length <= kRootBits) decode_lanes_short(t, be, lanes, n);
   else if (t.max_length <= 14) decode_lanes_4(t, be, lanes, n);
   else decode_lanes_3(t, be, lanes, n);
+}
+
+// Decodes a group of n consecutive lanes (one bit range of the stream): its words are first
+// byte-swapped into `buf` (a big-endian copy, zero-padded, so that any bit position is one
+// unaligned load away), then the lanes are decoded from it.
+void decode_group(const DecodeTable& t, const uint8_t* src_words, uint64_t nwords, Lane* lanes, int n, std::vector<uint32_t>& buf) {
+  const uint64_t w0 = lanes[0].begin >> 5, w1 = std::min<uint64_t>(nwords, (lanes[n - 1].end + 31) >> 5);
+  buf.resize(w1 - w0 + 4);
+  uint32_t* b = buf.data();
+  for (uint64_t w = w0; w < w1; ++w) {
+    uint32_t v;
+    std::memcpy(&v, src_words + 4 * w, 4);
+    b[w - w0] = __builtin_bswap32(v);
+  }
+  for (uint64_t w = w1 - w0; w < buf.size(); ++w) b[w] = 0;
+  const uint64_t base = w0 << 5;
+  for (int i = 0; i < n; ++i) {
+    lanes[i].begin -= base;
+    lanes[i].end -= base;
+  }
+  decode_lanes(t, reinterpret_cast<const uint8_t*>(b), lanes, n);
+  for (int i = 0; i < n; ++i) {
+    lanes[i].begin += base;
+    lanes[i].end += base;
+    lanes[i].stop += base;
+  }
 }
 
 }  // namespace
@@ -153,97 +183,137 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
         throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
       check_bitstream_padding(chunk + lay.words_offset, lay.words_count, h.bit_length, where);
       const DecodeTable table = build_decode_table(lengths, kRootBits, /*multi=*/true);
-      // Copy the words behind zero padding so a reader may run past the end safely.
-      scratch.words.resize(lay.words_count + 4);
-      for (size_t i = lay.words_count; i < scratch.words.size(); ++i) scratch.words[i] = 0;
-      const uint8_t* words = reinterpret_cast<const uint8_t*>(scratch.words.data());
       const uint32_t S = fh.segment_bits();
       const uint64_t nseg = segment_count(h.bit_length, S);
       const uint8_t* gaps = chunk + lay.gap_offset;
+      const uint8_t* src_words = chunk + lay.words_offset;
+      const uint64_t nwords = lay.words_count;
 
-      // Lanes: contiguous segment ranges starting at gap-array boundaries.
+      // Lanes: contiguous segment ranges starting at gap-array boundaries, at least four per
+      // thread (interleaved even when small), about kLaneBits each when the chunk is large.
       int nlanes = 1;
       if (fh.gap_array()) {
-        const uint64_t want = static_cast<uint64_t>(std::max(threads, 1)) * kInterleave;
+        const uint64_t want = std::max<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)) * kInterleave, h.bit_length / kLaneBits);
         nlanes = static_cast<int>(std::clamp<uint64_t>(h.bit_length / kMinLaneBits, 1, std::min<uint64_t>(want, nseg)));
-        if (nlanes < kInterleave && nseg >= kInterleave) nlanes = kInterleave;  // interleave even when small
+        if (nlanes < kInterleave && nseg >= kInterleave) nlanes = kInterleave;
+        if (nlanes > kInterleave) nlanes -= nlanes % kInterleave;  // whole groups: all interleaved
       }
       std::vector<Lane> lanes(nlanes);
-      uint64_t cap_total = 0;
+      auto boundary = [&](uint64_t k) -> uint64_t {
+        if (k >= nseg) return h.bit_length;
+        const uint64_t b = k * S + read_gap(gaps, k);
+        if (b > h.bit_length)
+          throw_error(ErrorKind::bad_input, "gap entry of segment " + std::to_string(k) + " points past the bitstream " + where);
+        return b;
+      };
+      auto capacity = [&](const Lane& l) { return (l.end - l.begin) / table.min_length + kLaneSlack; };
       for (int i = 0; i < nlanes; ++i) {
         const uint64_t seg0 = nseg * i / nlanes, seg1 = nseg * (i + 1) / nlanes;
-        auto boundary = [&](uint64_t k) -> uint64_t {
-          if (k >= nseg) return h.bit_length;
-          const uint64_t b = k * S + read_gap(gaps, k);
-          if (b > h.bit_length)
-            throw_error(ErrorKind::bad_input, "gap entry of segment " + std::to_string(k) + " points past the bitstream " + where);
-          return b;
-        };
         lanes[i].begin = nlanes == 1 ? 0 : boundary(seg0);
         lanes[i].end = nlanes == 1 ? h.bit_length : boundary(seg1);
         if (lanes[i].end < lanes[i].begin)
           throw_error(ErrorKind::bad_input, "gap entries of segments " + std::to_string(seg0) + " and " + std::to_string(seg1) + " are inconsistent " + where);
-        cap_total += (lanes[i].end - lanes[i].begin) / table.min_length + kLaneSlack;
       }
-      scratch.lanes.resize(cap_total + 16);
-      uint64_t o = 0;
-      for (auto& l : lanes) {
-        l.out = scratch.lanes.data() + o;
-        o += (l.end - l.begin) / table.min_length + kLaneSlack;
-      }
+      auto check_lane = [&](int i) {
+        if (lanes[i].stop != lanes[i].end)
+          throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " ends at bit " +
+                                                std::to_string(lanes[i].stop) + " instead of " + std::to_string(lanes[i].end) + " " + where);
+      };
+      auto check_count = [&](uint64_t decoded) {
+        if (decoded != h.original_length)
+          throw_error(ErrorKind::bad_input, "decoded " + std::to_string(decoded) + " symbols, the chunk header says " +
+                                                std::to_string(h.original_length) + " " + where);
+      };
       const int groups = (nlanes + kInterleave - 1) / kInterleave;
-      const int T = std::min(std::max(threads, 1), groups);
+      const int T = std::min(codec_threads(threads), groups);
+      // Each thread decodes a contiguous run of groups. Thread 0's run starts the chunk, so it
+      // copies each group's output into place and hashes it while it is still in cache; the
+      // other threads decode into scratch. Once all counts are known, thread 0 goes on hashing
+      // the later runs' outputs in order while their threads move them into place.
+      std::vector<int> first_group(T + 1);
+      for (int t = 0; t <= T; ++t) first_group[t] = groups * t / T;
+      const int later = std::min(nlanes, first_group[1] * kInterleave);  // first lane not decoded by thread 0
+      uint64_t group_cap = 0, cap_total = 0;
+      for (int g = 0; g < first_group[1]; ++g) {
+        uint64_t c = 0;
+        for (int i = g * kInterleave; i < std::min(nlanes, (g + 1) * kInterleave); ++i) c += capacity(lanes[i]);
+        group_cap = std::max(group_cap, c);
+      }
+      cap_total = group_cap;
+      for (int i = later; i < nlanes; ++i) {
+        lanes[i].out = nullptr;
+        cap_total += capacity(lanes[i]);
+      }
+      scratch.lanes.resize(std::max<size_t>(scratch.lanes.size(), cap_total + 16));
+      {
+        uint64_t o = group_cap;
+        for (int i = later; i < nlanes; ++i) {
+          lanes[i].out = scratch.lanes.data() + o;
+          o += capacity(lanes[i]);
+        }
+      }
+      XXH3_state_t* st = XXH3_createState();
+      if (!st) throw std::bad_alloc();
+      XXH3_64bits_reset(st);
+      uint64_t done = 0;           // bytes thread 0 has put in place
+      int bad_lane = -1;           // thread 0: the lane that failed
       std::vector<uint64_t> dst(nlanes + 1, 0);
       bool consistent = true;
-      uint64_t digest = 0;
-      const uint8_t* src_words = chunk + lay.words_offset;
-      uint32_t* be_words = scratch.words.data();
-      const int64_t nwords = static_cast<int64_t>(lay.words_count);
-      // One parallel region: byte-swap the words, decode the lanes, then move each lane's
-      // output to its place once the counts are known.
 #pragma omp parallel num_threads(T)
       {
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < nwords; ++i) {
-          uint32_t w;
-          std::memcpy(&w, src_words + 4 * i, 4);
-          be_words[i] = __builtin_bswap32(w);
+        thread_local std::vector<uint32_t> words;
+        const int t = omp_get_thread_num();
+        for (int g = first_group[t]; g < first_group[t + 1]; ++g) {
+          const int first = g * kInterleave, n = std::min(kInterleave, nlanes - first);
+          if (t == 0) {
+            uint64_t o = 0;
+            for (int i = first; i < first + n; ++i) {
+              lanes[i].out = scratch.lanes.data() + o;
+              o += capacity(lanes[i]);
+            }
+          }
+          decode_group(table, src_words, nwords, lanes.data() + first, n, words);
+          if (t == 0) {
+            for (int i = first; i < first + n && bad_lane < 0; ++i) {
+              if (lanes[i].stop != lanes[i].end || lanes[i].count > h.original_length - done) {
+                bad_lane = i;
+                break;
+              }
+              std::memcpy(out + done, lanes[i].out, lanes[i].count);
+              XXH3_64bits_update(st, out + done, lanes[i].count);
+              done += lanes[i].count;
+            }
+            if (bad_lane >= 0) break;
+          }
         }
-#pragma omp for schedule(static)
-        for (int g = 0; g < groups; ++g) {
-          const int first = g * kInterleave;
-          decode_lanes(table, words, lanes.data() + first, std::min(kInterleave, nlanes - first));
-        }
+#pragma omp barrier
 #pragma omp single
         {
-          for (int i = 0; i < nlanes; ++i) {
+          dst[later] = done;
+          consistent = bad_lane < 0;
+          for (int i = later; i < nlanes; ++i) {
             consistent = consistent && lanes[i].stop == lanes[i].end;
             dst[i + 1] = dst[i] + lanes[i].count;
           }
           consistent = consistent && dst[nlanes] == h.original_length;
         }
         if (consistent) {
-          // One thread hashes the lanes' outputs in order (the chunk's bytes) while the others
-          // move them into place.
-#pragma omp single nowait
-          {
-            XXH3_state_t* st = XXH3_createState();
-            XXH3_64bits_reset(st);
-            for (int i = 0; i < nlanes; ++i) XXH3_64bits_update(st, lanes[i].out, lanes[i].count);
-            digest = XXH3_64bits_digest(st);
-            XXH3_freeState(st);
+          if (t == 0) {
+            for (int i = later; i < nlanes; ++i) XXH3_64bits_update(st, lanes[i].out, lanes[i].count);
+          } else {
+            for (int i = first_group[t] * kInterleave; i < std::min(nlanes, first_group[t + 1] * kInterleave); ++i)
+              std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
           }
-#pragma omp for schedule(dynamic, 1)
-          for (int i = 0; i < nlanes; ++i) std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
         }
       }
-      for (int i = 0; i < nlanes; ++i)
-        if (lanes[i].stop != lanes[i].end)
-          throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " ends at bit " +
-                                                std::to_string(lanes[i].stop) + " instead of " + std::to_string(lanes[i].end) + " " + where);
-      if (dst[nlanes] != h.original_length)
-        throw_error(ErrorKind::bad_input, "decoded " + std::to_string(dst[nlanes]) + " symbols, the chunk header says " +
-                                              std::to_string(h.original_length) + " " + where);
+      const uint64_t digest = XXH3_64bits_digest(st);
+      XXH3_freeState(st);
+      if (bad_lane >= 0) {
+        check_lane(bad_lane);
+        check_count(done + lanes[bad_lane].count);
+      }
+      for (int i = later; i < nlanes; ++i) check_lane(i);
+      check_count(dst[nlanes]);
       if (digest != h.checksum)
         throw_error(ErrorKind::bad_input, "checksum mismatch: the decoded chunk differs from the original " + where);
       return;

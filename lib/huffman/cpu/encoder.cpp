@@ -1,9 +1,12 @@
 #include "huffman/cpu/encoder.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "core/error.h"
+#include "core/xxhash.h"
 #include "huffman/bitstream.h"
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
@@ -16,137 +19,198 @@ constexpr size_t kMinPartBytes = 16 << 10;  // below this a part is not worth a 
 constexpr size_t kHistBlock = 16 << 10;     // histogram work unit
 
 struct PartResult {
-  uint32_t head = 0;         // first word when the part starts inside a word
+  uint8_t head = 0;          // first byte when the part starts inside a byte
   bool has_head = false;
 };
 
-// Packs in[0..n) from global bit `pos`; `enc[s]` = code | length << 24. Two codewords per step
-// (at most 32 bits, so one flush check per step); the first word of the part goes to `head`
-// when the part starts inside a word (the previous part writes that word; the caller ORs).
-template <bool kGaps>
+// Packs in[0..n), the codewords of bits [pos, end) of the chunk's stream, as a big-endian byte
+// stream into `be` (the words region), turning it into little-endian 32-bit words in place as
+// soon as they are final.
+// `enc[s]` = code | length << 24; `pair` (codes of at most 12 bits, or null) = two codewords per
+// lookup. A 64-bit accumulator takes one round of codewords (two pair lookups, at most 48 bits;
+// or 4 x 14 / 3 x 16 bits) between flushes; a flush stores 8 bytes and advances by the whole
+// bytes it completed, so the stores stay inside the bytes the part owns, up to (end + 7) / 8.
+// A part that starts inside a byte hands that byte's bits back as `head` for the caller to OR
+// in (the previous part owns the byte).
+//
+// Gap array: entry k = (first codeword start at or after k*S) - k*S, where the end of the stream
+// counts as a start. A part records the boundaries in (pos, end]: a boundary B in (q, q'] of two
+// consecutive starts gets q' - B (the entry of a boundary exactly at the end of the stream is
+// written to a spare slot past the array). The fast loop does not branch on boundaries: it
+// notes each round's start and, per segment, the last round that ends inside it; after a block
+// of rounds, each boundary's round follows from the segment before it.
+constexpr size_t kBlockRounds = 256;
+
+template <bool kGaps, int kPerFlush>
 __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __restrict in, size_t n, const uint32_t* __restrict enc,
-                                                           const uint32_t* __restrict pair, uint64_t pos, uint32_t* __restrict words,
-                                                           uint8_t* __restrict gap_bytes, uint32_t segment_log2, uint64_t total_bits) {
+                                                           const uint32_t* __restrict pair, uint64_t pos, uint64_t end, uint8_t* __restrict be,
+                                                           uint8_t* __restrict gap_bytes, uint32_t segment_log2) {
   PartResult r;
-  const uint64_t seg = uint64_t{1} << segment_log2;
-  uint64_t next_k = (pos + seg - 1) >> segment_log2;  // first segment whose boundary lies here
-  uint64_t next_boundary = next_k << segment_log2;
-  uint32_t* w = words + (pos >> 5);
-  uint64_t acc = 0;
-  uint32_t nacc = static_cast<uint32_t>(pos & 31);
-  uint64_t p = pos;
-  size_t i = 0;
-  auto gap = [&](uint64_t start) {
-    gap_bytes[next_k] = static_cast<uint8_t>(start - next_boundary);
-    ++next_k;
-    next_boundary += seg;
+  const uint32_t lg = segment_log2;
+  const uint64_t seg_mask = (uint64_t{1} << lg) - 1;
+  uint8_t* o = be + (pos >> 3);
+  uint8_t* const limit = be + ((end + 7) >> 3);  // one past the last byte this part owns
+  // Words wholly this part's are turned into little-endian words as soon as they are final
+  // (while still in cache): [(pos + 31) / 32, end / 32). The caller swaps the words the part
+  // shares with its neighbours (and the last, padded word) after ORing in the heads.
+  size_t swapped = static_cast<size_t>((pos + 31) >> 5);
+  const size_t swap_end = static_cast<size_t>(end >> 5);
+  auto swap_final_words = [&](size_t upto) {
+    for (upto = std::min(upto, swap_end); swapped < upto; ++swapped) {
+      uint32_t w;
+      std::memcpy(&w, be + 4 * swapped, 4);
+      w = __builtin_bswap32(w);
+      std::memcpy(be + 4 * swapped, &w, 4);
+    }
   };
-  // One codeword into the accumulator (and the gap array), without flushing.
-  auto append_one = [&](uint8_t symbol) {
-    const uint32_t e = enc[symbol];
+  uint64_t p = pos;                               // bit position of the next codeword
+  uint64_t acc = 0;
+  uint32_t nacc = static_cast<uint32_t>(pos & 7);
+  size_t i = 0;
+  auto append = [&](uint32_t e) {
     const uint32_t len = e >> 24;
     if constexpr (kGaps) {
-      if (p >= next_boundary) gap(p);
-      p += len;
+      const uint64_t q = p + len;
+      if ((p >> lg) != (q >> lg)) gap_bytes[q >> lg] = static_cast<uint8_t>(q & seg_mask);
+      p = q;
     }
     acc = (acc << len) | (e & 0xFFFFFF);
     nacc += len;
   };
-  // Until the first flush: that word may be shared with the previous part.
-  if (nacc != 0) {
-    while (i < n && nacc < 32) append_one(in[i++]);
-    if (nacc >= 32) {
-      nacc -= 32;
-      r.head = static_cast<uint32_t>(acc >> nacc);
-      r.has_head = true;
-      ++w;
-    } else {  // the whole part fits inside the shared word
-      r.head = static_cast<uint32_t>(acc << (32 - nacc));
-      r.has_head = true;
-      if constexpr (kGaps) {
-        if (p == total_bits && next_k < segment_count(total_bits, static_cast<uint32_t>(seg)) && p >= next_boundary) gap(p);
-      }
-      return r;
+  if (nacc != 0) {  // the first byte is shared with the previous part
+    while (i < n && nacc < 8) append(enc[in[i++]]);
+    if (nacc >= 8) {
+      nacc -= 8;
+      r.head = static_cast<uint8_t>(acc >> nacc);
+      ++o;
+    } else {
+      r.head = static_cast<uint8_t>(acc << (8 - nacc));
+      nacc = 0;
     }
+    r.has_head = true;
   }
-  if (pair) {
-    // Two symbols per lookup: pair[b0 | b1 << 8] = both codewords (<= 24 bits) | bits << 24.
-    // `rem` counts the bits left to the next segment boundary; only a crossing takes the slow path.
-    int64_t rem = static_cast<int64_t>(next_boundary - p);
+  // Fast loop: a round's codewords are first combined into one bit string, so the accumulator
+  // takes one shift and OR per flush; rounds are counted ahead so that no 8-byte store passes
+  // `limit` (a round advances at most kMaxAdvance bytes).
+  constexpr int kSymbols = kPerFlush == 0 ? 4 : kPerFlush;
+  constexpr uint32_t kMaxRoundBits = kPerFlush == 0 ? 48 : kPerFlush == 4 ? 56 : 48;
+  constexpr size_t kMaxAdvance = (7 + kMaxRoundBits) / 8;
+  uint32_t round_start[kBlockRounds + 1];
+  int32_t last_round[(kBlockRounds * kMaxRoundBits >> 7) + 2];  // per segment of the block
+  for (;;) {
+    const size_t room = static_cast<size_t>(limit - o);
+    const size_t rounds = std::min({(n - i) / kSymbols, room >= 8 ? (room - 8) / kMaxAdvance + 1 : 0, kBlockRounds});
+    if (rounds == 0) break;
+    const uint8_t* __restrict src = in + i;
+    const uint32_t off = static_cast<uint32_t>(p & seg_mask);  // block start within its segment
+    uint32_t rel = off;                                        // bit position from that segment
+    if constexpr (kGaps) last_round[0] = -1;
+    for (size_t k = 0; k < rounds; ++k, src += kSymbols) {
+      uint64_t bits;
+      uint32_t len;
+      if constexpr (kPerFlush == 0) {
+        uint16_t two0, two1;
+        std::memcpy(&two0, src, 2);
+        std::memcpy(&two1, src + 2, 2);
+        const uint32_t ea = pair[two0], eb = pair[two1];
+        const uint32_t lb = eb >> 24;
+        len = (ea >> 24) + lb;
+        bits = uint64_t{ea & 0xFFFFFF} << lb | (eb & 0xFFFFFF);
+      } else {
+        bits = 0;
+        len = 0;
 #pragma GCC unroll 4
-    for (; i + 2 <= n; i += 2) {
-      uint16_t two;
-      std::memcpy(&two, in + i, 2);
-      const uint32_t e = pair[two];
-      const uint32_t l12 = e >> 24;
-      if constexpr (kGaps) {
-        if (__builtin_expect(rem < static_cast<int64_t>(l12), 0)) {
-          // Codeword starts here: p and p + l1 (p = next_boundary - rem).
-          const int64_t l1 = enc[in[i]] >> 24;
-          if (rem <= 0 || l1 >= rem) {
-            gap(next_boundary - rem + (rem <= 0 ? 0 : l1));
-            rem += static_cast<int64_t>(seg);
-          }
+        for (int j = 0; j < kPerFlush; ++j) {
+          const uint32_t e = enc[src[j]];
+          bits = bits << (e >> 24) | (e & 0xFFFFFF);
+          len += e >> 24;
         }
-        rem -= l12;
       }
-      acc = (acc << l12) | (e & 0xFFFFFF);
-      nacc += l12;
-      const uint32_t full = nacc >> 5;
-      nacc &= 31;
-      *w = static_cast<uint32_t>(acc >> nacc);
-      w += full;
+      if constexpr (kGaps) {
+        round_start[k] = rel;
+        rel += len;
+        last_round[rel >> lg] = static_cast<int32_t>(k);
+      }
+      acc = acc << len | bits;
+      nacc += len;  // at least kSymbols bits, at most 7 + kMaxRoundBits
+      const uint64_t v = __builtin_bswap64(acc << (64 - nacc));
+      std::memcpy(o, &v, 8);
+      o += nacc >> 3;
+      nacc &= 7;
     }
-    p = next_boundary - rem;
-  }
-  for (; i + 2 <= n; i += 2) {
-    const uint32_t e1 = enc[in[i]], e2 = enc[in[i + 1]];
-    const uint32_t l1 = e1 >> 24, l2 = e2 >> 24;
     if constexpr (kGaps) {
-      if (__builtin_expect(p + l1 >= next_boundary, 0)) gap(p >= next_boundary ? p : p + l1);
-      p += l1 + l2;
+      // Boundaries at rel = m*S, m = 1..rel/S: the first round ending at or after m*S is the one
+      // after the last round ending in segment m-1; the entry is its first start >= m*S.
+      round_start[rounds] = rel;
+      const uint8_t* block = in + i;
+      const uint64_t k0 = p >> lg;
+      for (uint32_t m = 1, nb = rel >> lg; m <= nb; ++m) {
+        const uint32_t B = m << lg;
+        const size_t k = static_cast<size_t>(last_round[m - 1] + 1);
+        const uint8_t* sym = block + k * kSymbols;
+        uint32_t q = round_start[k + 1];
+        // Branch-free: walk the round's inner starts from the last back to the first, so the
+        // earliest start >= B wins.
+        uint32_t starts[kSymbols];
+        starts[0] = round_start[k];
+        for (int j = 1; j < kSymbols; ++j) starts[j] = starts[j - 1] + (enc[sym[j - 1]] >> 24);
+        for (int j = kSymbols - 1; j >= 1; --j) {
+          const uint32_t take = 0u - static_cast<uint32_t>(starts[j] >= B);
+          q = (starts[j] & take) | (q & ~take);
+        }
+        gap_bytes[k0 + m] = static_cast<uint8_t>(q - B);
+      }
+      p += rel - off;
     }
-    acc = (acc << (l1 + l2)) | (uint64_t{e1 & 0xFFFFFF} << l2) | (e2 & 0xFFFFFF);
-    nacc += l1 + l2;
-    // Branch-free flush: the store always happens and only a full word advances the pointer
-    // (a partial word stored here is overwritten later; *w is inside this part's words).
-    const uint32_t full = nacc >> 5;
-    nacc -= full << 5;
-    *w = static_cast<uint32_t>(acc >> nacc);
-    w += full;
+    i += rounds * kSymbols;
+    swap_final_words(static_cast<size_t>(o - be) >> 2);  // bytes below o are final
   }
   for (; i < n; ++i) {
-    append_one(in[i]);
-    if (nacc >= 32) {
-      nacc -= 32;
-      *w++ = static_cast<uint32_t>(acc >> nacc);
+    append(enc[in[i]]);
+    while (nacc >= 8) {
+      nacc -= 8;
+      *o++ = static_cast<uint8_t>(acc >> nacc);
     }
   }
-  if (nacc > 0) *w = static_cast<uint32_t>(acc << (32 - nacc));
-  if constexpr (kGaps) {
-    // The end of the stream is a boundary too (for a last segment without a codeword start).
-    if (p == total_bits && next_k < segment_count(total_bits, static_cast<uint32_t>(seg)) && p >= next_boundary) gap(p);
-  }
+  if (nacc > 0) *o = static_cast<uint8_t>(acc << (8 - nacc));
+  swap_final_words(swap_end);
   return r;
 }
 
-HPCNN_HOT_TARGET PartResult pack_part_gaps(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos,
-                                           uint32_t* words, uint8_t* gap_bytes, uint32_t segment_log2, uint64_t total_bits) {
-  return pack_part<true>(in, n, enc, pair, pos, words, gap_bytes, segment_log2, total_bits);
-}
-HPCNN_HOT_TARGET PartResult pack_part_plain(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos,
-                                            uint32_t* words, uint32_t segment_log2, uint64_t total_bits) {
-  return pack_part<false>(in, n, enc, pair, pos, words, nullptr, segment_log2, total_bits);
+// Codeword lookups per flush: pairs for codes of at most 12 bits, else 4 single lookups
+// (4 x 14 + 7 <= 64 bits), else 3 (3 x 16 + 7).
+#define HPCNN_PACK_VARIANTS(X) X(0) X(4) X(3)
+#define HPCNN_PACK_FN(K)                                                                                                       \
+  HPCNN_HOT_TARGET PartResult pack_gaps_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos, \
+                                            uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                       \
+    return pack_part<true, K>(in, n, enc, pair, pos, end, be, gaps, slog2);                                                    \
+  }                                                                                                                            \
+  HPCNN_HOT_TARGET PartResult pack_plain_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos, \
+                                             uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                      \
+    return pack_part<false, K>(in, n, enc, pair, pos, end, be, gaps, slog2);                                                   \
+  }
+HPCNN_PACK_VARIANTS(HPCNN_PACK_FN)
+#undef HPCNN_PACK_FN
+
+using PackFn = PartResult (*)(const uint8_t*, size_t, const uint32_t*, const uint32_t*, uint64_t, uint64_t, uint8_t*, uint8_t*, uint32_t);
+PackFn pick_pack(bool gaps, bool pair, int max_length) {
+  const int k = pair ? 0 : max_length <= 14 ? 4 : 3;
+  switch (k) {
+    case 0: return gaps ? pack_gaps_0 : pack_plain_0;
+    case 4: return gaps ? pack_gaps_4 : pack_plain_4;
+    default: return gaps ? pack_gaps_3 : pack_plain_3;
+  }
 }
 
-// Pair table for codes of at most 12 bits, worth building for large chunks only.
-constexpr size_t kPairTableMinBytes = 128 << 10;
+// Pair table for codes of at most 12 bits: entries only for pairs of the symbols that occur
+// (the others are never read), so building it costs nsym^2 stores.
+constexpr size_t kPairTableMinBytes = 16 << 10;
 // Pairs of a small alphabet stay in the L1/L2 caches; with many symbols the 256 KiB table misses.
 constexpr int kPairTableMaxSymbols = 128;
-void build_pair_row(const std::array<uint32_t, 256>& enc, uint32_t b1, uint32_t* pair) {
+void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present, int nsym, uint32_t b1, uint32_t* pair) {
   const uint32_t e1 = enc[b1], l1 = e1 >> 24;
-  for (uint32_t b0 = 0; b0 < 256; ++b0) {
-    const uint32_t e0 = enc[b0], l0 = e0 >> 24;
+  for (int k = 0; k < nsym; ++k) {
+    const uint32_t b0 = present[k], e0 = enc[b0], l0 = e0 >> 24;
     pair[b0 | b1 << 8] = ((e0 & 0xFFFFFF) << l1 | (e1 & 0xFFFFFF)) | (l0 + l1) << 24;
   }
 }
@@ -186,7 +250,7 @@ HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t count
 
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
   if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
-  const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(std::max(threads, 1))));
+  const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(codec_threads(threads))));
   // Histograms per block, taken by the threads dynamically while one of them also hashes the
   // chunk; the T packing parts are runs of whole blocks, so their bit counts follow from the
   // block histograms.
@@ -200,13 +264,26 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     bound[t] = std::min(n, first_block[t] * kHistBlock);
   }
   uint64_t checksum = 0;
+  if (T == 1) {  // one pass: each block is hashed and counted while it is in cache
+    XXH3_state_t* st = XXH3_createState();
+    if (!st) throw std::bad_alloc();
+    XXH3_64bits_reset(st);
+    for (size_t b = 0; b < nblocks; ++b) {
+      const size_t len = std::min(kHistBlock, n - b * kHistBlock);
+      XXH3_64bits_update(st, in + b * kHistBlock, len);
+      byte_histogram(in + b * kHistBlock, len, bh[b].data());
+    }
+    checksum = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+  } else {
 #pragma omp parallel num_threads(T)
-  {
+    {
 #pragma omp single nowait
-    checksum = checksum64(in, n);
+      checksum = checksum64(in, n);
 #pragma omp for schedule(dynamic, 1)
-    for (size_t b = 0; b < nblocks; ++b)
-      byte_histogram(in + b * kHistBlock, std::min(kHistBlock, n - b * kHistBlock), bh[b].data());
+      for (size_t b = 0; b < nblocks; ++b)
+        byte_histogram(in + b * kHistBlock, std::min(kHistBlock, n - b * kHistBlock), bh[b].data());
+    }
   }
   std::vector<Histogram> part_hist(T, Histogram{});
   for (int t = 0; t < T; ++t)
@@ -228,34 +305,47 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   }
   const uint64_t total_bits = start[T];
   begin_huffman_chunk(plan, out);
-  auto* words = reinterpret_cast<uint32_t*>(out.data() + lay.words_offset);
   const uint64_t nseg = segment_count(total_bits, fh.segment_bits());
-  std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg : 0, 0);
+  std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg + 1 : 0, 0);  // + the spare slot
   int nsym = 0;
-  for (int s = 0; s < 256; ++s) nsym += hist[s] != 0;
+  uint8_t present[256];
+  for (int s = 0; s < 256; ++s)
+    if (hist[s]) present[nsym++] = static_cast<uint8_t>(s);
   thread_local std::vector<uint32_t> pair;
   uint32_t* pair_ptr = nullptr;
   if (n >= kPairTableMinBytes && nsym <= kPairTableMaxSymbols && *std::max_element(plan.lengths.begin(), plan.lengths.end()) <= 12) {
     pair.resize(65536);
     pair_ptr = pair.data();
   }
+  const int max_length = *std::max_element(plan.lengths.begin(), plan.lengths.end());
+  const PackFn pack = pick_pack(fh.gap_array(), pair_ptr != nullptr, max_length);
+  uint8_t* const be = out.data() + lay.words_offset;
+  const size_t stream_bytes = (total_bits + 7) / 8, word_bytes = lay.words_count * 4;
   std::vector<PartResult> parts(T);
 #pragma omp parallel num_threads(T)
   {
     if (pair_ptr) {
 #pragma omp for schedule(static)
-      for (int b1 = 0; b1 < 256; ++b1) build_pair_row(enc, static_cast<uint32_t>(b1), pair_ptr);
+      for (int k = 0; k < nsym; ++k) build_pair_row(enc, present, nsym, present[k], pair_ptr);
     }
     const int t = omp_get_thread_num();
     const size_t len = bound[t + 1] - bound[t];
-    if (len) {
-      parts[t] = fh.gap_array()
-                     ? pack_part_gaps(in + bound[t], len, enc.data(), pair_ptr, start[t], words, gap_bytes.data(), fh.segment_log2, total_bits)
-                     : pack_part_plain(in + bound[t], len, enc.data(), pair_ptr, start[t], words, fh.segment_log2, total_bits);
-    }
+    if (len) parts[t] = pack(in + bound[t], len, enc.data(), pair_ptr, start[t], start[t + 1], be, gap_bytes.data(), fh.segment_log2);
   }
-  for (int t = 0; t < T; ++t)
-    if (parts[t].has_head) words[start[t] >> 5] |= parts[t].head;
+  for (int u = 0; u < T; ++u)
+    if (parts[u].has_head) be[start[u] >> 3] |= parts[u].head;
+  std::memset(be + stream_bytes, 0, word_bytes - stream_bytes);
+  // The words the parts left: those holding a part boundary or the end of the stream.
+  size_t last_swapped = SIZE_MAX;
+  for (int u = 1; u <= T; ++u) {
+    const size_t w = static_cast<size_t>(start[u] >> 5);
+    if ((start[u] & 31) == 0 || w == last_swapped) continue;
+    uint32_t v;
+    std::memcpy(&v, be + 4 * w, 4);
+    v = __builtin_bswap32(v);
+    std::memcpy(be + 4 * w, &v, 4);
+    last_swapped = w;
+  }
   if (fh.gap_array()) {
     uint8_t* g = out.data() + lay.gap_offset;
     for (uint64_t k = 0; k < nseg; ++k) g[k >> 1] |= static_cast<uint8_t>(gap_bytes[k] << ((k & 1) * 4));

@@ -12,9 +12,20 @@
 #define HPCNN_HOT_TARGET
 #endif
 
-// OpenMP when the compiler has it (the fuzz builds compile without it).
+// GCC's SLP vectorizer packs the four lanes' output pointers of the interleaved decoder into
+// SSE registers, which costs more than it saves there; the decoder's lane loops opt out.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define HPCNN_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#else
+#define HPCNN_NO_SLP
+#endif
+
+// OpenMP when the compiler has it (the fuzz builds compile without it: then a parallel region
+// runs once, on "thread 0", so the codec must plan for one thread).
 #if defined(_OPENMP)
 #include <omp.h>
+inline int codec_threads(int requested) { return requested < 1 ? 1 : requested; }
 #else
 inline int omp_get_thread_num() { return 0; }
+inline int codec_threads(int) { return 1; }
 #endif
