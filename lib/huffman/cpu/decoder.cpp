@@ -1,7 +1,10 @@
 #include "huffman/cpu/decoder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <utility>
 #include <new>
 #include <string>
 
@@ -22,6 +25,7 @@ constexpr uint64_t kMinLaneBits = 1 << 14;
 // Lanes of about this many bits (32 KiB of stream): a group of four lanes, its byte-swapped
 // words and its output stay in the L2 cache while they are decoded, copied and hashed.
 constexpr uint64_t kLaneBits = 1 << 18;
+constexpr int kGroupsPerThread = 4;  // with several threads, for balance
 
 // One lane: bit range [begin, end) of the stream, decoded into `out`.
 struct Lane {
@@ -189,11 +193,13 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       const uint8_t* src_words = chunk + lay.words_offset;
       const uint64_t nwords = lay.words_count;
 
-      // Lanes: contiguous segment ranges starting at gap-array boundaries, at least four per
-      // thread (interleaved even when small), about kLaneBits each when the chunk is large.
+      // Lanes: contiguous segment ranges starting at gap-array boundaries, in groups of four
+      // (interleaved even when small): a few groups per thread when there are several, about
+      // kLaneBits each when the chunk is large, at least kMinLaneBits.
       int nlanes = 1;
       if (fh.gap_array()) {
-        const uint64_t want = std::max<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)) * kInterleave, h.bit_length / kLaneBits);
+        const int T = codec_threads(threads);
+        const uint64_t want = std::max<uint64_t>(static_cast<uint64_t>(T) * kInterleave * (T > 1 ? kGroupsPerThread : 1), h.bit_length / kLaneBits);
         nlanes = static_cast<int>(std::clamp<uint64_t>(h.bit_length / kMinLaneBits, 1, std::min<uint64_t>(want, nseg)));
         if (nlanes < kInterleave && nseg >= kInterleave) nlanes = kInterleave;
         if (nlanes > kInterleave) nlanes -= nlanes % kInterleave;  // whole groups: all interleaved
@@ -226,55 +232,56 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       };
       const int groups = (nlanes + kInterleave - 1) / kInterleave;
       const int T = std::min(codec_threads(threads), groups);
-      // Each thread decodes a contiguous run of groups. Thread 0's run starts the chunk, so it
-      // copies each group's output into place and hashes it while it is still in cache; the
-      // other threads decode into scratch. Once all counts are known, thread 0 goes on hashing
-      // the later runs' outputs in order while their threads move them into place.
-      std::vector<int> first_group(T + 1);
-      for (int t = 0; t <= T; ++t) first_group[t] = groups * t / T;
-      const int later = std::min(nlanes, first_group[1] * kInterleave);  // first lane not decoded by thread 0
-      uint64_t group_cap = 0, cap_total = 0;
-      for (int g = 0; g < first_group[1]; ++g) {
+      // Thread 0 takes groups from the front of the chunk, in order, so it copies each group's
+      // output into place and hashes it while it is still in cache. The other threads take
+      // groups from the back into scratch, so a thread slowed by other work holds nothing up.
+      // Once the counts are known, thread 0 hashes the back groups' outputs in order while the
+      // others move them into place.
+      auto group_lanes = [&](int g) { return std::pair<int, int>(g * kInterleave, std::min(nlanes, (g + 1) * kInterleave)); };
+      uint64_t group_cap = 0;
+      std::vector<uint64_t> slot(nlanes + 1, 0);  // the lanes' scratch offsets after thread 0's buffer
+      for (int g = 0; g < groups; ++g) {
         uint64_t c = 0;
-        for (int i = g * kInterleave; i < std::min(nlanes, (g + 1) * kInterleave); ++i) c += capacity(lanes[i]);
+        for (int i = group_lanes(g).first; i < group_lanes(g).second; ++i) {
+          c += capacity(lanes[i]);
+          slot[i + 1] = slot[i] + capacity(lanes[i]);
+        }
         group_cap = std::max(group_cap, c);
       }
-      cap_total = group_cap;
-      for (int i = later; i < nlanes; ++i) {
-        lanes[i].out = nullptr;
-        cap_total += capacity(lanes[i]);
-      }
-      scratch.lanes.resize(std::max<size_t>(scratch.lanes.size(), cap_total + 16));
-      {
-        uint64_t o = group_cap;
-        for (int i = later; i < nlanes; ++i) {
-          lanes[i].out = scratch.lanes.data() + o;
-          o += capacity(lanes[i]);
-        }
-      }
+      const uint64_t cap_total = slot[nlanes];
+      // Thread 0's group buffer, then a slot per lane for the others (when there are others).
+      scratch.lanes.resize(std::max<size_t>(scratch.lanes.size(), group_cap + (T > 1 ? cap_total : 0) + 16));
+      std::mutex claim;
+      int front = 0, back = groups;  // groups [front, back) are unclaimed
       XXH3_state_t* st = XXH3_createState();
       if (!st) throw std::bad_alloc();
       XXH3_64bits_reset(st);
       uint64_t done = 0;           // bytes thread 0 has put in place
       int bad_lane = -1;           // thread 0: the lane that failed
+      int later = nlanes;          // first lane not decoded by thread 0
+      std::atomic<int> next_copy{nlanes};
       std::vector<uint64_t> dst(nlanes + 1, 0);
       bool consistent = true;
 #pragma omp parallel num_threads(T)
       {
         thread_local std::vector<uint32_t> words;
         const int t = omp_get_thread_num();
-        for (int g = first_group[t]; g < first_group[t + 1]; ++g) {
-          const int first = g * kInterleave, n = std::min(kInterleave, nlanes - first);
-          if (t == 0) {
-            uint64_t o = 0;
-            for (int i = first; i < first + n; ++i) {
-              lanes[i].out = scratch.lanes.data() + o;
-              o += capacity(lanes[i]);
-            }
+        for (;;) {
+          int g;
+          {
+            std::lock_guard<std::mutex> lock(claim);
+            if (front == back || (t == 0 && bad_lane >= 0)) break;
+            g = t == 0 ? front++ : --back;
           }
-          decode_group(table, src_words, nwords, lanes.data() + first, n, words);
+          const auto [first, last] = group_lanes(g);
+          uint64_t o = t == 0 ? 0 : group_cap + slot[first];
+          for (int i = first; i < last; ++i) {
+            lanes[i].out = scratch.lanes.data() + o;
+            o += capacity(lanes[i]);
+          }
+          decode_group(table, src_words, nwords, lanes.data() + first, last - first, words);
           if (t == 0) {
-            for (int i = first; i < first + n && bad_lane < 0; ++i) {
+            for (int i = first; i < last; ++i) {
               if (lanes[i].stop != lanes[i].end || lanes[i].count > h.original_length - done) {
                 bad_lane = i;
                 break;
@@ -283,12 +290,13 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
               XXH3_64bits_update(st, out + done, lanes[i].count);
               done += lanes[i].count;
             }
-            if (bad_lane >= 0) break;
           }
         }
 #pragma omp barrier
 #pragma omp single
         {
+          later = bad_lane >= 0 ? nlanes : std::min(nlanes, front * kInterleave);
+          next_copy = later;
           dst[later] = done;
           consistent = bad_lane < 0;
           for (int i = later; i < nlanes; ++i) {
@@ -301,8 +309,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           if (t == 0) {
             for (int i = later; i < nlanes; ++i) XXH3_64bits_update(st, lanes[i].out, lanes[i].count);
           } else {
-            for (int i = first_group[t] * kInterleave; i < std::min(nlanes, first_group[t + 1] * kInterleave); ++i)
-              std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
+            for (int i; (i = next_copy.fetch_add(1)) < nlanes;) std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
           }
         }
       }

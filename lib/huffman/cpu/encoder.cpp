@@ -17,6 +17,7 @@ namespace {
 
 constexpr size_t kMinPartBytes = 16 << 10;  // below this a part is not worth a thread
 constexpr size_t kHistBlock = 16 << 10;     // histogram work unit
+constexpr size_t kPartsPerThread = 4;
 
 struct PartResult {
   uint8_t head = 0;          // first byte when the part starts inside a byte
@@ -250,17 +251,21 @@ HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t count
 
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
   if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
+  if (fh.segment_log2 != 7 && fh.segment_log2 != 8) throw_error(ErrorKind::usage, "encode_chunk: segment size must be 128 or 256 bits");
+  // Threads, and the parts they pack: with several threads, a few parts each, taken
+  // dynamically, so that a thread slowed by other work does not hold the chunk up.
   const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(codec_threads(threads))));
+  const int P = T == 1 ? 1 : static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(T) * kPartsPerThread));
   // Histograms per block, taken by the threads dynamically while one of them also hashes the
-  // chunk; the T packing parts are runs of whole blocks, so their bit counts follow from the
+  // chunk; the P packing parts are runs of whole blocks, so their bit counts follow from the
   // block histograms.
   const size_t nblocks = (n + kHistBlock - 1) / kHistBlock;
   thread_local std::vector<Histogram> block_hist;
   block_hist.assign(nblocks, Histogram{});
   Histogram* const bh = block_hist.data();  // thread_local: hand the workers a plain pointer
-  std::vector<size_t> bound(T + 1), first_block(T + 1);
-  for (int t = 0; t <= T; ++t) {
-    first_block[t] = nblocks * t / T;
+  std::vector<size_t> bound(P + 1), first_block(P + 1);
+  for (int t = 0; t <= P; ++t) {
+    first_block[t] = nblocks * t / P;
     bound[t] = std::min(n, first_block[t] * kHistBlock);
   }
   uint64_t checksum = 0;
@@ -285,8 +290,8 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
         byte_histogram(in + b * kHistBlock, std::min(kHistBlock, n - b * kHistBlock), bh[b].data());
     }
   }
-  std::vector<Histogram> part_hist(T, Histogram{});
-  for (int t = 0; t < T; ++t)
+  std::vector<Histogram> part_hist(P, Histogram{});
+  for (int t = 0; t < P; ++t)
     for (size_t b = first_block[t]; b < first_block[t + 1]; ++b)
       for (int s = 0; s < 256; ++s) part_hist[t][s] += block_hist[b][s];
   Histogram hist{};
@@ -297,13 +302,13 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   if (plan.mode == ChunkMode::raw) return write_raw_chunk(in, n, checksum, out);
   const auto& enc = plan.enc;
   const auto& lay = plan.layout;
-  std::vector<uint64_t> start(T + 1, 0);
-  for (int t = 0; t < T; ++t) {
+  std::vector<uint64_t> start(P + 1, 0);
+  for (int t = 0; t < P; ++t) {
     uint64_t bits = 0;
     for (int s = 0; s < 256; ++s) bits += part_hist[t][s] * plan.lengths[s];
     start[t + 1] = start[t] + bits;
   }
-  const uint64_t total_bits = start[T];
+  const uint64_t total_bits = start[P];
   begin_huffman_chunk(plan, out);
   const uint64_t nseg = segment_count(total_bits, fh.segment_bits());
   std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg + 1 : 0, 0);  // + the spare slot
@@ -321,23 +326,23 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   const PackFn pack = pick_pack(fh.gap_array(), pair_ptr != nullptr, max_length);
   uint8_t* const be = out.data() + lay.words_offset;
   const size_t stream_bytes = (total_bits + 7) / 8, word_bytes = lay.words_count * 4;
-  std::vector<PartResult> parts(T);
+  std::vector<PartResult> parts(P);
 #pragma omp parallel num_threads(T)
   {
     if (pair_ptr) {
 #pragma omp for schedule(static)
       for (int k = 0; k < nsym; ++k) build_pair_row(enc, present, nsym, present[k], pair_ptr);
     }
-    const int t = omp_get_thread_num();
-    const size_t len = bound[t + 1] - bound[t];
-    if (len) parts[t] = pack(in + bound[t], len, enc.data(), pair_ptr, start[t], start[t + 1], be, gap_bytes.data(), fh.segment_log2);
+#pragma omp for schedule(dynamic, 1)
+    for (int t = 0; t < P; ++t)
+      parts[t] = pack(in + bound[t], bound[t + 1] - bound[t], enc.data(), pair_ptr, start[t], start[t + 1], be, gap_bytes.data(), fh.segment_log2);
   }
-  for (int u = 0; u < T; ++u)
+  for (int u = 0; u < P; ++u)
     if (parts[u].has_head) be[start[u] >> 3] |= parts[u].head;
   std::memset(be + stream_bytes, 0, word_bytes - stream_bytes);
   // The words the parts left: those holding a part boundary or the end of the stream.
   size_t last_swapped = SIZE_MAX;
-  for (int u = 1; u <= T; ++u) {
+  for (int u = 1; u <= P; ++u) {
     const size_t w = static_cast<size_t>(start[u] >> 5);
     if ((start[u] & 31) == 0 || w == last_swapped) continue;
     uint32_t v;
