@@ -26,6 +26,7 @@ constexpr uint64_t kMinLaneBits = 1 << 14;
 // words and its output stay in the L2 cache while they are decoded, copied and hashed.
 constexpr uint64_t kLaneBits = 1 << 18;
 constexpr int kGroupsPerThread = 4;  // with several threads, for balance
+constexpr uint64_t kMinThreadBits = 1 << 17;  // less stream than this per thread is not worth one
 
 // One lane: bit range [begin, end) of the stream, decoded into `out`.
 struct Lane {
@@ -231,7 +232,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
                                                 std::to_string(h.original_length) + " " + where);
       };
       const int groups = (nlanes + kInterleave - 1) / kInterleave;
-      const int T = std::min(codec_threads(threads), groups);
+      const int T = std::min({codec_threads(threads), groups, static_cast<int>(std::max<uint64_t>(1, h.bit_length / kMinThreadBits))});
       // Thread 0 takes groups from the front of the chunk, in order, so it copies each group's
       // output into place and hashes it while it is still in cache. The other threads take
       // groups from the back into scratch, so a thread slowed by other work holds nothing up.

@@ -16,7 +16,7 @@ namespace hpcnn::huffman {
 namespace {
 
 constexpr size_t kMinPartBytes = 16 << 10;  // below this a part is not worth a thread
-constexpr size_t kHistBlock = 16 << 10;     // histogram work unit
+constexpr size_t kHashBlock = 64 << 10;     // one thread: hashed, then counted while in cache
 constexpr size_t kPartsPerThread = 4;
 
 struct PartResult {
@@ -218,14 +218,16 @@ void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present
 
 }  // namespace
 
-HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
-  // Eight sub-histograms, one per byte of a 64-bit load: runs of one byte value (common in
-  // images) then never increment the same counter twice in a row.
+namespace {
+
+// Byte counts in eight sub-histograms, one per byte of a 64-bit load: runs of one byte value
+// (common in images) then never increment the same counter twice in a row. 32-bit counters:
+// fold() before 2^32 bytes have been added.
+struct ByteCounter {
   uint32_t h[8][256] = {};
-  size_t i = 0;
-  while (i < n) {
-    const size_t stop = std::min(n, i + (size_t{1} << 30));  // 32-bit counters: flush in time
-    for (; i + 8 <= stop; i += 8) {
+  HPCNN_HOT_TARGET void add(const uint8_t* in, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
       uint64_t v;
       std::memcpy(&v, in + i, 8);
       ++h[0][v & 0xFF];
@@ -237,7 +239,9 @@ HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t count
       ++h[6][(v >> 48) & 0xFF];
       ++h[7][v >> 56];
     }
-    for (; i < stop; ++i) ++h[0][in[i]];
+    for (; i < n; ++i) ++h[0][in[i]];
+  }
+  void fold(uint64_t counts[256]) {
     for (int s = 0; s < 256; ++s) {
       uint64_t sum = 0;
       for (int k = 0; k < 8; ++k) {
@@ -246,6 +250,16 @@ HPCNN_HOT_TARGET void byte_histogram(const uint8_t* in, size_t n, uint64_t count
       }
       counts[s] += sum;
     }
+  }
+};
+
+}  // namespace
+
+void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
+  ByteCounter c;
+  for (size_t i = 0; i < n; i += size_t{1} << 30) {
+    c.add(in + i, std::min(n - i, size_t{1} << 30));
+    c.fold(counts);
   }
 }
 
@@ -256,28 +270,24 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   // dynamically, so that a thread slowed by other work does not hold the chunk up.
   const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(codec_threads(threads))));
   const int P = T == 1 ? 1 : static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(T) * kPartsPerThread));
-  // Histograms per block, taken by the threads dynamically while one of them also hashes the
-  // chunk; the P packing parts are runs of whole blocks, so their bit counts follow from the
-  // block histograms.
-  const size_t nblocks = (n + kHistBlock - 1) / kHistBlock;
-  thread_local std::vector<Histogram> block_hist;
-  block_hist.assign(nblocks, Histogram{});
-  Histogram* const bh = block_hist.data();  // thread_local: hand the workers a plain pointer
-  std::vector<size_t> bound(P + 1), first_block(P + 1);
-  for (int t = 0; t <= P; ++t) {
-    first_block[t] = nblocks * t / P;
-    bound[t] = std::min(n, first_block[t] * kHistBlock);
-  }
+  // One histogram per part (their bit counts give the parts' offsets), the parts taken by the
+  // threads dynamically while one of them also hashes the chunk. One thread hashes and counts
+  // in one pass, block by block while each block is in cache.
+  std::vector<size_t> bound(P + 1);
+  for (int t = 0; t <= P; ++t) bound[t] = n * static_cast<size_t>(t) / static_cast<size_t>(P);
+  std::vector<Histogram> part_hist(P, Histogram{});
   uint64_t checksum = 0;
-  if (T == 1) {  // one pass: each block is hashed and counted while it is in cache
+  if (T == 1) {
     XXH3_state_t* st = XXH3_createState();
     if (!st) throw std::bad_alloc();
     XXH3_64bits_reset(st);
-    for (size_t b = 0; b < nblocks; ++b) {
-      const size_t len = std::min(kHistBlock, n - b * kHistBlock);
-      XXH3_64bits_update(st, in + b * kHistBlock, len);
-      byte_histogram(in + b * kHistBlock, len, bh[b].data());
+    ByteCounter counter;
+    for (size_t off = 0; off < n; off += kHashBlock) {
+      const size_t len = std::min(kHashBlock, n - off);
+      XXH3_64bits_update(st, in + off, len);
+      counter.add(in + off, len);
     }
+    counter.fold(part_hist[0].data());  // n < 2^32: no counter can overflow
     checksum = XXH3_64bits_digest(st);
     XXH3_freeState(st);
   } else {
@@ -286,14 +296,9 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
 #pragma omp single nowait
       checksum = checksum64(in, n);
 #pragma omp for schedule(dynamic, 1)
-      for (size_t b = 0; b < nblocks; ++b)
-        byte_histogram(in + b * kHistBlock, std::min(kHistBlock, n - b * kHistBlock), bh[b].data());
+      for (int t = 0; t < P; ++t) byte_histogram(in + bound[t], bound[t + 1] - bound[t], part_hist[t].data());
     }
   }
-  std::vector<Histogram> part_hist(P, Histogram{});
-  for (int t = 0; t < P; ++t)
-    for (size_t b = first_block[t]; b < first_block[t + 1]; ++b)
-      for (int s = 0; s < 256; ++s) part_hist[t][s] += block_hist[b][s];
   Histogram hist{};
   for (const auto& h : part_hist)
     for (int s = 0; s < 256; ++s) hist[s] += h[s];
@@ -316,21 +321,21 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   uint8_t present[256];
   for (int s = 0; s < 256; ++s)
     if (hist[s]) present[nsym++] = static_cast<uint8_t>(s);
-  thread_local std::vector<uint32_t> pair;
-  uint32_t* pair_ptr = nullptr;
-  if (n >= kPairTableMinBytes && nsym <= kPairTableMaxSymbols && *std::max_element(plan.lengths.begin(), plan.lengths.end()) <= 12) {
-    pair.resize(65536);
-    pair_ptr = pair.data();
-  }
   const int max_length = *std::max_element(plan.lengths.begin(), plan.lengths.end());
-  const PackFn pack = pick_pack(fh.gap_array(), pair_ptr != nullptr, max_length);
+  const bool use_pair = n >= kPairTableMinBytes && nsym <= kPairTableMaxSymbols && max_length <= 12;
+  const PackFn pack = pick_pack(fh.gap_array(), use_pair, max_length);
   uint8_t* const be = out.data() + lay.words_offset;
   const size_t stream_bytes = (total_bits + 7) / 8, word_bytes = lay.words_count * 4;
   std::vector<PartResult> parts(P);
 #pragma omp parallel num_threads(T)
   {
-    if (pair_ptr) {
-#pragma omp for schedule(static)
+    // Each thread builds its own pair table: nsym^2 stores, cheaper than fetching lines another
+    // core wrote.
+    thread_local std::vector<uint32_t> pair;
+    uint32_t* pair_ptr = nullptr;
+    if (use_pair) {
+      pair.resize(65536);
+      pair_ptr = pair.data();
       for (int k = 0; k < nsym; ++k) build_pair_row(enc, present, nsym, present[k], pair_ptr);
     }
 #pragma omp for schedule(dynamic, 1)
