@@ -192,58 +192,67 @@ int main(int argc, char** argv) {
   fh128.segment_log2 = 7;
   fh_nogap.flags = 0;
   std::vector<Row> rows;
-  std::vector<uint8_t> all;
-  auto measure = [&](const std::string& name, const std::vector<uint8_t>& in) {
+  // Per file: its data, encodings and buffers, and the best time of each variant.
+  struct Bench {
     Row r;
-    r.name = name;
-    r.size = in.size();
-    r.entropy = entropy_bytes(in);
-    std::vector<uint8_t> out(in.size()), z, back(in.size());
-    Encoded e, e128, enogap;
+    std::vector<uint8_t> in, out, z, back;
+    Encoded e;
     DecoderScratch scratch;
-    encode_all(in, fh128, 1, e128);
-    encode_all(in, fh_nogap, 1, enogap);
-    r.ours128 = e128.bytes;
-    r.ours_nogap = enogap.bytes;
-    // Interleaved rounds: every variant is timed in each round, so that a slow spell of a shared
-    // machine hits them alike; the best time of each is kept.
-    r.enc1 = r.dec1 = r.encN = r.decN = r.zenc = r.zdec = 1e30;
-    // A sample is a burst of back-to-back calls lasting at least burst_s (throughput, as when a
-    // file has many chunks: threads stay awake and clocked up); the time per call is kept.
-    auto timed = [&](double& best, auto&& fn) {
-      const auto t0 = Clock::now();
-      int calls = 0;
-      double elapsed = 0;
-      do {
-        fn();
-        ++calls;
-        elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-      } while (elapsed < burst_s);
-      best = std::min(best, elapsed / calls);
-    };
-    for (int round = 0; round < repeat; ++round) {
-      timed(r.enc1, [&] { encode_all(in, fh, 1, e); });
-      timed(r.dec1, [&] { decode_all(e, fh, 1, out, scratch); });
-      if (out != in) { std::fprintf(stderr, "round trip failed: %s\n", name.c_str()); std::exit(2); }
-      timed(r.zenc, [&] { r.zlib = zlib_huffman(in, z); });
-      timed(r.zdec, [&] { zlib_inflate(z, r.zlib, back); });
-#if defined(HPCNN_HAVE_ZLIB)
-      if (back != in) { std::fprintf(stderr, "zlib round trip failed: %s\n", name.c_str()); std::exit(2); }
-#endif
-      timed(r.encN, [&] { encode_all(in, fh, threads, e); });
-      timed(r.decN, [&] { decode_all(e, fh, threads, out, scratch); });
-      if (out != in) { std::fprintf(stderr, "round trip failed: %s\n", name.c_str()); std::exit(2); }
-    }
-    r.ours = e.bytes;
-    return r;
   };
+  std::vector<Bench> benches;
   for (const auto& f : files) {
     std::ifstream s(f, std::ios::binary);
     if (!s) { std::fprintf(stderr, "cannot read %s\n", f.c_str()); return 1; }
     std::vector<uint8_t> in((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
     if (in.empty()) continue;
-    rows.push_back(measure(f.substr(f.find_last_of('/') + 1), in));
+    Bench& b = benches.emplace_back();
+    b.r.name = f.substr(f.find_last_of('/') + 1);
+    b.r.size = in.size();
+    b.r.entropy = entropy_bytes(in);
+    b.in = std::move(in);
+    b.out.resize(b.in.size());
+    b.back.resize(b.in.size());
+    Encoded e128, enogap;
+    encode_all(b.in, fh128, 1, e128);
+    encode_all(b.in, fh_nogap, 1, enogap);
+    b.r.ours128 = e128.bytes;
+    b.r.ours_nogap = enogap.bytes;
+    b.r.enc1 = b.r.dec1 = b.r.encN = b.r.decN = b.r.zenc = b.r.zdec = 1e30;
   }
+  // A sample is a burst of back-to-back calls lasting at least burst_s (throughput, as when a
+  // file has many chunks: threads stay awake and clocked up); the time per call is kept.
+  auto timed = [&](double& best, auto&& fn) {
+    const auto t0 = Clock::now();
+    int calls = 0;
+    double elapsed = 0;
+    do {
+      fn();
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (elapsed < burst_s);
+    best = std::min(best, elapsed / calls);
+  };
+  // Rounds over all files, every variant timed in each: a slow spell of a shared machine (they
+  // last seconds) hits every variant and file alike and only some of the rounds; the best time
+  // of each is kept.
+  for (int round = 0; round < repeat; ++round) {
+    for (Bench& b : benches) {
+      Row& r = b.r;
+      timed(r.enc1, [&] { encode_all(b.in, fh, 1, b.e); });
+      timed(r.dec1, [&] { decode_all(b.e, fh, 1, b.out, b.scratch); });
+      if (b.out != b.in) { std::fprintf(stderr, "round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+      timed(r.zenc, [&] { r.zlib = zlib_huffman(b.in, b.z); });
+      timed(r.zdec, [&] { zlib_inflate(b.z, r.zlib, b.back); });
+#if defined(HPCNN_HAVE_ZLIB)
+      if (b.back != b.in) { std::fprintf(stderr, "zlib round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+#endif
+      timed(r.encN, [&] { encode_all(b.in, fh, threads, b.e); });
+      timed(r.decN, [&] { decode_all(b.e, fh, threads, b.out, b.scratch); });
+      if (b.out != b.in) { std::fprintf(stderr, "round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+      r.ours = b.e.bytes;
+    }
+  }
+  for (const Bench& b : benches) rows.push_back(b.r);
   auto mbs = [](size_t n, double s) { return static_cast<double>(n) / s / 1e6; };
   std::printf("%-22s %10s %10s %10s %10s %10s %10s | %8s %8s %8s %8s | %8s %8s\n", "file", "size", "entropy", "zlib-huff",
               "ours S=256", "S=128", "no-gap", "enc T=1", "dec T=1", "enc T=N", "dec T=N", "zlib enc", "zlib dec");
