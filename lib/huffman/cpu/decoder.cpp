@@ -1,7 +1,7 @@
 #include "huffman/cpu/decoder.h"
 
 #include <algorithm>
-#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -65,7 +65,53 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 inline uint64_t window(const uint8_t* be, uint64_t pos) { return (peek57(be, pos) & ~uint64_t{0x7F}) | 0x40; }
 inline uint64_t consumed(uint64_t v) { return static_cast<uint64_t>(__builtin_ctzll(v)) - 6; }
 
-// kPerLoad symbols from one 57-bit window: kPerLoad * L <= 57 keeps every lookup inside it.
+// Interleaved rounds over N lanes (positions p, outputs o, ends e): each round decodes kPerLoad
+// table entries per lane from one 57-bit window (kPerLoad * L <= 57 keeps every lookup inside
+// it), for as long as every lane has room for a whole round.
+template <int N, int kPerLoad, bool kSub>
+__attribute__((always_inline)) inline void interleaved_rounds(const uint32_t* __restrict root, const uint32_t* __restrict sub,
+                                                              const uint8_t* __restrict be, uint64_t* pp, uint8_t** oo, const uint64_t* ee) {
+  constexpr int root_bits = kRootBits;
+  constexpr int root_shift = 64 - kRootBits;
+  constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;  // bits a round may consume
+  uint64_t p[N], e[N];
+  uint8_t* o[N];
+#pragma GCC unroll 4
+  for (int k = 0; k < N; ++k) {
+    p[k] = pp[k];
+    o[k] = oo[k];
+    e[k] = ee[k];
+  }
+  for (;;) {
+    uint64_t room = UINT64_MAX;
+#pragma GCC unroll 4
+    for (int k = 0; k < N; ++k) room = std::min(room, e[k] > p[k] ? e[k] - p[k] : 0);
+    uint64_t rounds = room / kBurst;
+    if (rounds == 0) break;
+    for (; rounds; --rounds) {
+      uint64_t v[N];
+#pragma GCC unroll 4
+      for (int k = 0; k < N; ++k) v[k] = window(be, p[k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < kPerLoad; ++j) {
+#pragma GCC unroll 4
+        for (int k = 0; k < N; ++k) HPCNN_DECODE_ONE(v[k], o[k]);
+      }
+#pragma GCC unroll 4
+      for (int k = 0; k < N; ++k) p[k] += consumed(v[k]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < N; ++k) {
+    pp[k] = p[k];
+    oo[k] = o[k];
+  }
+}
+
+// Decodes n <= kInterleave lanes. When a lane runs out of room for a whole round it is finished
+// one codeword at a time and the others go on interleaved, so lanes that consume their bits at
+// different rates (regions of different entropy) still spend most of their time in the fast
+// rounds.
 template <int kPerLoad, bool kSub>
 __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& t, const uint8_t* __restrict be, Lane* lanes, int n) {
   const uint8_t* __restrict lengths = t.lengths.data();
@@ -73,54 +119,49 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
   const uint32_t* __restrict sub = t.sub.data();
   constexpr int root_bits = kRootBits;
   constexpr int root_shift = 64 - kRootBits;
-  constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;  // bits a burst may consume
-  uint64_t p[kInterleave] = {};
-  uint8_t* o[kInterleave] = {};
+  constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;
+  uint64_t p[kInterleave], e[kInterleave];
+  uint8_t* o[kInterleave];
+  int lane[kInterleave];
+  int active = n;
   for (int i = 0; i < n; ++i) {
     p[i] = lanes[i].begin;
     o[i] = lanes[i].out;
+    e[i] = lanes[i].end;
+    lane[i] = i;
   }
-  if (n == kInterleave) {
-    uint64_t p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
-    uint8_t *o0 = o[0], *o1 = o[1], *o2 = o[2], *o3 = o[3];
-    const uint64_t e0 = lanes[0].end, e1 = lanes[1].end, e2 = lanes[2].end, e3 = lanes[3].end;
-    for (;;) {
-      const uint64_t room = std::min(std::min(e0 > p0 ? e0 - p0 : 0, e1 > p1 ? e1 - p1 : 0),
-                                     std::min(e2 > p2 ? e2 - p2 : 0, e3 > p3 ? e3 - p3 : 0));
-      uint64_t rounds = room / kBurst;
-      if (rounds == 0) break;
-      for (; rounds; --rounds) {
-        uint64_t v0 = window(be, p0), v1 = window(be, p1), v2 = window(be, p2), v3 = window(be, p3);
-#pragma GCC unroll 4
-        for (int k = 0; k < kPerLoad; ++k) {
-          HPCNN_DECODE_ONE(v0, o0);
-          HPCNN_DECODE_ONE(v1, o1);
-          HPCNN_DECODE_ONE(v2, o2);
-          HPCNN_DECODE_ONE(v3, o3);
-        }
-        p0 += consumed(v0);
-        p1 += consumed(v1);
-        p2 += consumed(v2);
-        p3 += consumed(v3);
+  while (active > 0) {
+    switch (active) {
+      case 4: interleaved_rounds<4, kPerLoad, kSub>(root, sub, be, p, o, e); break;
+      case 3: interleaved_rounds<3, kPerLoad, kSub>(root, sub, be, p, o, e); break;
+      case 2: interleaved_rounds<2, kPerLoad, kSub>(root, sub, be, p, o, e); break;
+      default: interleaved_rounds<1, kPerLoad, kSub>(root, sub, be, p, o, e); break;
+    }
+    int kept = 0;
+    for (int k = 0; k < active; ++k) {
+      if (e[k] > p[k] && e[k] - p[k] >= kBurst) {  // still room for a round: keep interleaving
+        p[kept] = p[k];
+        o[kept] = o[k];
+        e[kept] = e[k];
+        lane[kept] = lane[k];
+        ++kept;
+        continue;
       }
+      uint64_t pos = p[k];
+      uint8_t* out = o[k];
+      while (pos < e[k]) {
+        // One codeword at a time: later codewords of a multi-symbol entry may belong to the next lane.
+        const uint64_t v = peek57(be, pos);
+        uint32_t en = root[v >> root_shift];
+        if (entry_is_pointer(en)) en = sub[pointer_index(en) + ((v << root_bits) >> (64 - (en & 31)))];
+        *out++ = static_cast<uint8_t>(en);
+        pos += lengths[en & 0xFF];
+      }
+      Lane& l = lanes[lane[k]];
+      l.stop = pos;
+      l.count = static_cast<uint64_t>(out - l.out);
     }
-    p[0] = p0; p[1] = p1; p[2] = p2; p[3] = p3;
-    o[0] = o0; o[1] = o1; o[2] = o2; o[3] = o3;
-  }
-  for (int i = 0; i < n; ++i) {
-    uint64_t pos = p[i];
-    uint8_t* out = o[i];
-    const uint64_t end = lanes[i].end;
-    while (pos < end) {
-      // One codeword at a time: later codewords of a multi-symbol entry may belong to the next lane.
-      const uint64_t v = peek57(be, pos);
-      uint32_t e = root[v >> root_shift];
-      if (entry_is_pointer(e)) e = sub[pointer_index(e) + ((v << root_bits) >> (64 - (e & 31)))];
-      *out++ = static_cast<uint8_t>(e);
-      pos += lengths[e & 0xFF];
-    }
-    lanes[i].stop = pos;
-    lanes[i].count = static_cast<uint64_t>(out - lanes[i].out);
+    active = kept;
   }
 }
 #undef HPCNN_DECODE_ONE
@@ -233,95 +274,98 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       };
       const int groups = (nlanes + kInterleave - 1) / kInterleave;
       const int T = std::min({codec_threads(threads), groups, static_cast<int>(std::max<uint64_t>(1, h.bit_length / kMinThreadBits))});
-      // Thread 0 takes groups from the front of the chunk, in order, so it copies each group's
-      // output into place and hashes it while it is still in cache. The other threads take
-      // groups from the back into scratch, so a thread slowed by other work holds nothing up.
-      // Once the counts are known, thread 0 hashes the back groups' outputs in order while the
-      // others move them into place.
+      // Thread 0 takes groups from the front of the chunk, in order, copies each group's output
+      // into place and hashes it while it is still in cache. The other threads take groups
+      // from the back, each output placed right below the previous back group's, so a thread
+      // slowed by other work holds nothing up and no thread reads another's scratch (back groups
+      // are placed in order from the top; a thread waits for the group above its own). Output
+      // ranges are reserved under the lock, so corrupt counts can never make two threads write
+      // the same bytes. Once all threads are done, thread 0 hashes the back part.
       auto group_lanes = [&](int g) { return std::pair<int, int>(g * kInterleave, std::min(nlanes, (g + 1) * kInterleave)); };
       uint64_t group_cap = 0;
-      std::vector<uint64_t> slot(nlanes + 1, 0);  // the lanes' scratch offsets after thread 0's buffer
       for (int g = 0; g < groups; ++g) {
         uint64_t c = 0;
-        for (int i = group_lanes(g).first; i < group_lanes(g).second; ++i) {
-          c += capacity(lanes[i]);
-          slot[i + 1] = slot[i] + capacity(lanes[i]);
-        }
+        for (int i = group_lanes(g).first; i < group_lanes(g).second; ++i) c += capacity(lanes[i]);
         group_cap = std::max(group_cap, c);
       }
-      const uint64_t cap_total = slot[nlanes];
-      // Thread 0's group buffer, then a slot per lane for the others (when there are others).
-      scratch.lanes.resize(std::max<size_t>(scratch.lanes.size(), group_cap + (T > 1 ? cap_total : 0) + 16));
+      scratch.lanes.resize(std::max<size_t>(scratch.lanes.size(), group_cap * static_cast<uint64_t>(T) + 16));
       std::mutex claim;
-      int front = 0, back = groups;  // groups [front, back) are unclaimed
+      std::condition_variable placed;
+      int front = 0, back = groups;                           // groups [front, back) are unclaimed
+      int next_back = groups - 1;                             // the next back group to place
+      uint64_t front_out = 0, back_out = h.original_length;  // bytes [front_out, back_out) unwritten
+      int failed_lane = -1;          // the first lane found bad (or, with count_overflow, its group's first)
+      bool count_overflow = false;   // a group decoded more symbols than fit
+      uint64_t overflow_total = 0;
       XXH3_state_t* st = XXH3_createState();
       if (!st) throw std::bad_alloc();
       XXH3_64bits_reset(st);
-      uint64_t done = 0;           // bytes thread 0 has put in place
-      int bad_lane = -1;           // thread 0: the lane that failed
-      int later = nlanes;          // first lane not decoded by thread 0
-      std::atomic<int> next_copy{nlanes};
-      std::vector<uint64_t> dst(nlanes + 1, 0);
-      bool consistent = true;
 #pragma omp parallel num_threads(T)
       {
         thread_local std::vector<uint32_t> words;
         const int t = omp_get_thread_num();
+        uint8_t* const buf = scratch.lanes.data() + group_cap * static_cast<uint64_t>(t);
         for (;;) {
           int g;
           {
             std::lock_guard<std::mutex> lock(claim);
-            if (front == back || (t == 0 && bad_lane >= 0)) break;
+            if (front == back || failed_lane >= 0) break;
             g = t == 0 ? front++ : --back;
           }
           const auto [first, last] = group_lanes(g);
-          uint64_t o = t == 0 ? 0 : group_cap + slot[first];
+          uint64_t o = 0;
           for (int i = first; i < last; ++i) {
-            lanes[i].out = scratch.lanes.data() + o;
+            lanes[i].out = buf + o;
             o += capacity(lanes[i]);
           }
           decode_group(table, src_words, nwords, lanes.data() + first, last - first, words);
-          if (t == 0) {
-            for (int i = first; i < last; ++i) {
-              if (lanes[i].stop != lanes[i].end || lanes[i].count > h.original_length - done) {
-                bad_lane = i;
-                break;
+          uint64_t count = 0;
+          int bad = -1;
+          for (int i = first; i < last; ++i) {
+            count += lanes[i].count;
+            if (bad < 0 && lanes[i].stop != lanes[i].end) bad = i;
+          }
+          uint64_t at = 0;
+          {
+            std::unique_lock<std::mutex> lock(claim);
+            // Back groups are placed in order from the top: wait for the one above.
+            if (t != 0) placed.wait(lock, [&] { return next_back == g || failed_lane >= 0; });
+            if (t != 0 && failed_lane >= 0 && next_back != g) break;
+            if (bad >= 0 || count > back_out - front_out) {
+              if (failed_lane < 0 || (bad >= 0 ? bad : first) < failed_lane) {
+                failed_lane = bad >= 0 ? bad : first;
+                count_overflow = bad < 0;
+                overflow_total = front_out + (h.original_length - back_out) + count;
               }
-              std::memcpy(out + done, lanes[i].out, lanes[i].count);
-              XXH3_64bits_update(st, out + done, lanes[i].count);
-              done += lanes[i].count;
+              placed.notify_all();
+              break;
+            }
+            if (t == 0) {
+              at = front_out;
+              front_out += count;
+            } else {
+              back_out -= count;
+              at = back_out;
+              --next_back;
+              placed.notify_all();
             }
           }
-        }
-#pragma omp barrier
-#pragma omp single
-        {
-          later = bad_lane >= 0 ? nlanes : std::min(nlanes, front * kInterleave);
-          next_copy = later;
-          dst[later] = done;
-          consistent = bad_lane < 0;
-          for (int i = later; i < nlanes; ++i) {
-            consistent = consistent && lanes[i].stop == lanes[i].end;
-            dst[i + 1] = dst[i] + lanes[i].count;
-          }
-          consistent = consistent && dst[nlanes] == h.original_length;
-        }
-        if (consistent) {
-          if (t == 0) {
-            for (int i = later; i < nlanes; ++i) XXH3_64bits_update(st, lanes[i].out, lanes[i].count);
-          } else {
-            for (int i; (i = next_copy.fetch_add(1)) < nlanes;) std::memcpy(out + dst[i], lanes[i].out, lanes[i].count);
+          for (int i = first; i < last; ++i) {
+            std::memcpy(out + at, lanes[i].out, lanes[i].count);
+            if (t == 0) XXH3_64bits_update(st, out + at, lanes[i].count);
+            at += lanes[i].count;
           }
         }
       }
+      const bool complete = failed_lane < 0 && front_out == back_out;
+      if (complete) XXH3_64bits_update(st, out + back_out, h.original_length - back_out);
       const uint64_t digest = XXH3_64bits_digest(st);
       XXH3_freeState(st);
-      if (bad_lane >= 0) {
-        check_lane(bad_lane);
-        check_count(done + lanes[bad_lane].count);
+      if (failed_lane >= 0) {
+        if (!count_overflow) check_lane(failed_lane);
+        check_count(overflow_total);
       }
-      for (int i = later; i < nlanes; ++i) check_lane(i);
-      check_count(dst[nlanes]);
+      check_count(front_out + (h.original_length - back_out));
       if (digest != h.checksum)
         throw_error(ErrorKind::bad_input, "checksum mismatch: the decoded chunk differs from the original " + where);
       return;
