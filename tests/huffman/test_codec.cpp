@@ -53,23 +53,46 @@ TEST_CASE("the encoded bytes do not depend on the thread count", "[huffman]") {
 TEST_CASE("parts of every size and thread count give the one-thread bytes", "[huffman]") {
   // Part boundaries land at every offset within a byte, a word and a gap-array segment,
   // including inside a codeword that crosses a segment boundary (that entry belongs to the part
-  // before). Both encoder paths: pair table (text) and single lookups (many symbols).
+  // before). Every encoder path: pair table (text), four or three single lookups per flush (many
+  // symbols, codes up to 14 or 16 bits).
   std::mt19937_64 rng(21);
   std::vector<uint8_t> wide(400000);
   for (auto& b : wide) b = static_cast<uint8_t>(std::min<uint64_t>(255, rng() % 64 + rng() % 64 + rng() % 160));
   for (const auto& src : {text_like(400000, 13), wide}) {
     for (size_t n = 40000; n <= src.size(); n += 17389) {
       const std::vector<uint8_t> in(src.begin(), src.begin() + static_cast<long>(n));
-      for (int seg : {7, 8}) {
-        std::vector<uint8_t> ref, got;
-        REQUIRE(roundtrip(in, header(1u << 24, seg), 1, 1, &ref) == in);
-        for (int t : {2, 3, 7}) {
-          roundtrip(in, header(1u << 24, seg), t, t, &got);
-          CHECK(got == ref);
+      for (int seg : {7, 8})
+        for (int limit : {12, 14, 16}) {  // 14 and 16: long codewords right after a part's first byte
+          std::vector<uint8_t> ref, got;
+          REQUIRE(roundtrip(in, header(1u << 24, seg, true, limit), 1, 1, &ref) == in);
+          for (int t : {2, 3, 7}) {
+            CHECK(roundtrip(in, header(1u << 24, seg, true, limit), t, t, &got) == in);
+            CHECK(got == ref);
+          }
         }
-      }
     }
   }
+}
+
+TEST_CASE("a part that starts inside a byte with a run of the longest codewords", "[huffman]") {
+  // 190 common symbols, half of the input one of them (no pair table), and 10 rare ones placed
+  // only at the part boundaries, so each part begins with codewords of the limit's length after
+  // its shared first byte; a varying prefix moves the parts' first bit through every offset
+  // within a byte.
+  std::mt19937_64 rng(29);
+  const size_t n = 64 << 10;  // two threads: four parts, boundaries at n/4, n/2, 3n/4
+  for (int limit : {14, 16})
+    for (int shift = 0; shift < 24; ++shift) {
+      std::vector<uint8_t> in(n);
+      for (auto& b : in) b = static_cast<uint8_t>(rng() % 2 ? 0 : rng() % 190);  // rare ones: 13-14 bits at L = 14
+      for (int k = 0; k < shift; ++k) in[static_cast<size_t>(k)] = 0;
+      for (int q = 1; q < 4; ++q)
+        for (int k = 0; k < 8; ++k) in[n * static_cast<size_t>(q) / 4 + static_cast<size_t>(k)] = static_cast<uint8_t>(246 + (k + q) % 10);
+      std::vector<uint8_t> ref, got;
+      REQUIRE(roundtrip(in, header(1u << 24, 8, true, limit), 1, 1, &ref) == in);
+      CHECK(roundtrip(in, header(1u << 24, 8, true, limit), 2, 2, &got) == in);
+      CHECK(got == ref);
+    }
 }
 
 TEST_CASE("chunk modes: raw for random data, single symbol for a constant", "[huffman]") {

@@ -84,6 +84,10 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
       nacc -= 8;
       r.head = static_cast<uint8_t>(acc >> nacc);
       ++o;
+      while (nacc >= 8) {  // the last codeword may complete more bytes: the rounds start at < 8 bits
+        nacc -= 8;
+        *o++ = static_cast<uint8_t>(acc >> nacc);
+      }
     } else {
       r.head = static_cast<uint8_t>(acc << (8 - nacc));
       nacc = 0;
