@@ -296,6 +296,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       uint64_t front_out = 0, back_out = h.original_length;  // bytes [front_out, back_out) unwritten
       int failed_lane = -1;          // the first lane found bad (or, with count_overflow, its group's first)
       bool count_overflow = false;   // a group decoded more symbols than fit
+      bool out_of_memory = false;
       uint64_t overflow_total = 0;
       XXH3_state_t* st = XXH3_createState();
       if (!st) throw std::bad_alloc();
@@ -318,7 +319,15 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
             lanes[i].out = buf + o;
             o += capacity(lanes[i]);
           }
-          decode_group(table, src_words, nwords, lanes.data() + first, last - first, words);
+          try {
+            decode_group(table, src_words, nwords, lanes.data() + first, last - first, words);
+          } catch (const std::bad_alloc&) {  // nothing may leave the parallel region
+            std::lock_guard<std::mutex> lock(claim);
+            out_of_memory = true;
+            if (failed_lane < 0 || first < failed_lane) failed_lane = first;
+            placed.notify_all();
+            break;
+          }
           uint64_t count = 0;
           int bad = -1;
           for (int i = first; i < last; ++i) {
@@ -361,6 +370,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       if (complete) XXH3_64bits_update(st, out + back_out, h.original_length - back_out);
       const uint64_t digest = XXH3_64bits_digest(st);
       XXH3_freeState(st);
+      if (out_of_memory) throw std::bad_alloc();
       if (failed_lane >= 0) {
         if (!count_overflow) check_lane(failed_lane);
         check_count(overflow_total);
