@@ -228,7 +228,9 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
         throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
       check_bitstream_padding(chunk + lay.words_offset, lay.words_count, h.bit_length, where);
-      const DecodeTable table = build_decode_table(lengths, kRootBits, /*multi=*/true);
+      int min_length = kMaxCodeLength;
+      for (uint8_t l : lengths)
+        if (l) min_length = std::min<int>(min_length, l);
       const uint32_t S = fh.segment_bits();
       const uint64_t nseg = segment_count(h.bit_length, S);
       const uint8_t* gaps = chunk + lay.gap_offset;
@@ -254,7 +256,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           throw_error(ErrorKind::bad_input, "gap entry of segment " + std::to_string(k) + " points past the bitstream " + where);
         return b;
       };
-      auto capacity = [&](const Lane& l) { return (l.end - l.begin) / table.min_length + kLaneSlack; };
+      auto capacity = [&](const Lane& l) { return (l.end - l.begin) / static_cast<uint64_t>(min_length) + kLaneSlack; };
       for (int i = 0; i < nlanes; ++i) {
         const uint64_t seg0 = nseg * i / nlanes, seg1 = nseg * (i + 1) / nlanes;
         lanes[i].begin = nlanes == 1 ? 0 : boundary(seg0);
@@ -304,7 +306,18 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
 #pragma omp parallel num_threads(T)
       {
         thread_local std::vector<uint32_t> words;
+        // Each thread builds its own lookup table (in parallel, and decoding then never waits
+        // for cache lines another core wrote).
+        thread_local DecodeTable table;
         const int t = omp_get_thread_num();
+        try {
+          table = build_decode_table(lengths, kRootBits, /*multi=*/true);
+        } catch (const std::bad_alloc&) {
+          std::lock_guard<std::mutex> lock(claim);
+          out_of_memory = true;
+          failed_lane = 0;
+          placed.notify_all();
+        }
         uint8_t* const buf = scratch.lanes.data() + group_cap * static_cast<uint64_t>(t);
         for (;;) {
           int g;
