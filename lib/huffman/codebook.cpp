@@ -17,6 +17,36 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
   if (limit < 8 || limit > kMaxCodeLength) throw_error(ErrorKind::usage, "code length limit must be 8..16");
   std::stable_sort(syms.begin(), syms.begin() + n, [&](int a, int b) { return counts[a] < counts[b]; });
 
+  // Huffman's code first (two queues over the sorted leaves, O(n)): when it is no deeper than
+  // the limit it is optimal under the limit too, and package-merge is not needed.
+  {
+    std::array<uint64_t, 2 * 256> w{};
+    std::array<int, 2 * 256> parent{};
+    int a = 0, b = n, next = n;  // leaf queue front, internal-node queue front, next node
+    auto take = [&]() {
+      const bool leaf = a < n && (b == next || counts[syms[a]] <= w[b]);
+      const int node = leaf ? a++ : b++;
+      if (leaf) w[node] = counts[syms[node]];
+      return node;
+    };
+    for (; next < 2 * n - 1; ++next) {
+      const int x = take(), y = take();
+      w[next] = w[x] + w[y];
+      parent[x] = parent[y] = next;
+    }
+    std::array<int, 2 * 256> depth{};
+    int deepest = 0;
+    for (int i = 2 * n - 3; i >= 0; --i) {  // parents come after their children
+      depth[i] = depth[parent[i]] + 1;
+      if (i < n) deepest = std::max(deepest, depth[i]);
+    }
+    if (deepest <= limit) {
+      CodeLengths out{};
+      for (int r = 0; r < n; ++r) out[syms[r]] = static_cast<uint8_t>(depth[r]);
+      return out;
+    }
+  }
+
   // Package-merge without trees: level L (deepest) lists the leaves by weight; level j merges
   // the leaves with the packages (pairs) of level j+1's list, leaves first on ties. The 2n-2
   // cheapest items of level 1 form the code, and the items taken from each level are a prefix
