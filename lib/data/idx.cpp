@@ -70,24 +70,31 @@ IdxHeader parse_idx_header(const uint8_t* p, size_t n, uint64_t file_size, const
   return h;
 }
 
-IdxHeader parse_idx_images_header(const uint8_t* p, size_t n, uint64_t file_size, const std::string& origin) {
+namespace {
+
+// The header of an IDX file that must have `rank` dims (offset 3 holds the count); an `other`
+// rank gets a hint naming the kind of file it probably is.
+IdxHeader parse_idx_header_of_rank(const uint8_t* p, size_t n, uint64_t file_size, const std::string& origin, size_t rank,
+                                   const std::string& what, size_t other, const std::string& hint) {
   IdxHeader h = parse_idx_header(p, n, file_size, origin);
-  if (h.dims.size() != 3)
+  if (h.dims.size() != rank)
     fail(ErrorKind::bad_input, origin, 3,
-         "an IDX images file has 3 dims (count, rows, cols), this one has " + std::to_string(h.dims.size()) +
-             (h.dims.size() == 1 ? " (a labels file?)" : ""));
+         what + ", this one has " + std::to_string(h.dims.size()) + (h.dims.size() == other ? " (" + hint + ")" : ""));
+  return h;
+}
+
+}  // namespace
+
+IdxHeader parse_idx_images_header(const uint8_t* p, size_t n, uint64_t file_size, const std::string& origin) {
+  IdxHeader h = parse_idx_header_of_rank(p, n, file_size, origin, 3, "an IDX images file has 3 dims (count, rows, cols)", 1,
+                                         "a labels file?");
   if (h.dims[1] == 0 || h.dims[2] == 0)
     fail(ErrorKind::bad_input, origin, 8, "images of size " + std::to_string(h.dims[1]) + "x" + std::to_string(h.dims[2]));
   return h;
 }
 
 IdxHeader parse_idx_labels_header(const uint8_t* p, size_t n, uint64_t file_size, const std::string& origin) {
-  IdxHeader h = parse_idx_header(p, n, file_size, origin);
-  if (h.dims.size() != 1)
-    fail(ErrorKind::bad_input, origin, 3,
-         "an IDX labels file has 1 dim (count), this one has " + std::to_string(h.dims.size()) +
-             (h.dims.size() == 3 ? " (an images file?)" : ""));
-  return h;
+  return parse_idx_header_of_rank(p, n, file_size, origin, 1, "an IDX labels file has 1 dim (count)", 3, "an images file?");
 }
 
 }  // namespace hpcnn::data

@@ -16,7 +16,6 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/xxhash.h"
 #include "huffman/bitstream.h"
 #include "huffman/cpu/stream.h"
 #include "huffman/cuda/codec.h"
@@ -61,14 +60,6 @@ std::string output_name(const FileJobOptions& o, const std::string& input) {
   return input.substr(0, input.size() - ext.size());
 }
 
-// XXH3 of everything passed through a sink, to verify a write before --rm.
-struct Digest {
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state{XXH3_createState(), XXH3_freeState};
-  Digest() { XXH3_64bits_reset(state.get()); }
-  void add(const uint8_t* p, size_t n) { XXH3_64bits_update(state.get(), p, n); }
-  uint64_t value() const { return XXH3_64bits_digest(state.get()); }
-};
-
 void process_one(const FileJobOptions& o, const std::string& input, int threads, const ChunkCodec& codec, const std::string& device,
                  nlohmann::ordered_json& stats) {
   const bool from_stdin = input == "-";
@@ -91,7 +82,7 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
     if (!from_stdin && fs::equivalent(input, out_name, ec)) throw_error(ErrorKind::usage, "output '" + out_name + "' is the input");
     out = std::make_unique<AtomicFile>(out_name, o.force);
   }
-  Digest written;
+  Checksum64Stream written;  // of everything passed through the sink, to verify a write before --rm
   Sink sink = [&](const uint8_t* p, size_t n) {
     if (o.remove_inputs) written.add(p, n);
     if (o.test_only) return;
@@ -110,7 +101,7 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
     if (o.encode) {
       decode_stream(check.get(), [](const uint8_t*, size_t) {}, codec);
     } else {
-      Digest reread;
+      Checksum64Stream reread;
       std::vector<uint8_t> buf(1 << 20);
       for (size_t n; (n = read_full(check.get(), buf.data(), buf.size())) > 0;) reread.add(buf.data(), n);
       if (reread.value() != written.value()) throw_error(ErrorKind::io, "'" + out_name + "' does not read back as written; keeping '" + input + "'");

@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstring>
+#include <new>
 
 #include "core/error.h"
 #include "core/xxhash.h"
@@ -31,6 +32,14 @@ std::string chunk_where(uint64_t index, uint64_t offset) {
 
 uint64_t checksum64(const void* data, size_t size) { return XXH3_64bits(data, size); }
 uint32_t checksum32(const void* data, size_t size) { return XXH32(data, size, 0); }
+
+Checksum64Stream::Checksum64Stream() : state_(XXH3_createState()) {
+  if (!state_) throw std::bad_alloc();
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+Checksum64Stream::~Checksum64Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+void Checksum64Stream::add(const void* data, size_t size) { XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, size); }
+uint64_t Checksum64Stream::value() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
 void write_file_header(const FileHeader& h, uint8_t out[kFileHeaderSize]) {
   std::memcpy(out, kMagic, 4);

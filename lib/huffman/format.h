@@ -83,6 +83,20 @@ void check_bitstream_padding(const uint8_t* words, size_t words_count, uint64_t 
 
 uint64_t checksum64(const void* data, size_t size);
 uint32_t checksum32(const void* data, size_t size);
+
+// checksum64 of a byte sequence fed in pieces (XXH3-64, streaming). Throws std::bad_alloc.
+class Checksum64Stream {
+ public:
+  Checksum64Stream();
+  ~Checksum64Stream();
+  Checksum64Stream(const Checksum64Stream&) = delete;
+  Checksum64Stream& operator=(const Checksum64Stream&) = delete;
+  void add(const void* data, size_t size);
+  uint64_t value() const;
+
+ private:
+  void* state_;  // XXH3_state_t
+};
 std::string chunk_where(uint64_t index, uint64_t offset);  // "in chunk 3 at byte offset 123"
 
 }  // namespace hpcnn::huffman

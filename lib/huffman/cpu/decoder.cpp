@@ -9,7 +9,6 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/xxhash.h"
 #include "huffman/bitstream.h"
 
 #include "huffman/codebook.h"
@@ -300,9 +299,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       bool count_overflow = false;   // a group decoded more symbols than fit
       bool out_of_memory = false;
       uint64_t overflow_total = 0;
-      XXH3_state_t* st = XXH3_createState();
-      if (!st) throw std::bad_alloc();
-      XXH3_64bits_reset(st);
+      Checksum64Stream hash;  // thread 0's
 #pragma omp parallel num_threads(T)
       {
         thread_local std::vector<uint32_t> words;
@@ -374,15 +371,14 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           }
           for (int i = first; i < last; ++i) {
             std::memcpy(out + at, lanes[i].out, lanes[i].count);
-            if (t == 0) XXH3_64bits_update(st, out + at, lanes[i].count);
+            if (t == 0) hash.add(out + at, lanes[i].count);
             at += lanes[i].count;
           }
         }
       }
       const bool complete = failed_lane < 0 && front_out == back_out;
-      if (complete) XXH3_64bits_update(st, out + back_out, h.original_length - back_out);
-      const uint64_t digest = XXH3_64bits_digest(st);
-      XXH3_freeState(st);
+      if (complete) hash.add(out + back_out, h.original_length - back_out);
+      const uint64_t digest = hash.value();
       if (out_of_memory) throw std::bad_alloc();
       if (failed_lane >= 0) {
         if (!count_overflow) check_lane(failed_lane);

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <new>
 
 #include "core/error.h"
-#include "core/xxhash.h"
 #include "huffman/bitstream.h"
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
@@ -42,6 +40,14 @@ struct PartResult {
 // of rounds, each boundary's round follows from the segment before it.
 constexpr size_t kBlockRounds = 256;
 
+// Big-endian 4 bytes at p become a little-endian 32-bit word, in place.
+inline void swap_word(uint8_t* p) {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  w = __builtin_bswap32(w);
+  std::memcpy(p, &w, 4);
+}
+
 template <bool kGaps, int kPerFlush>
 __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __restrict in, size_t n, const uint32_t* __restrict enc,
                                                            const uint32_t* __restrict pair, uint64_t pos, uint64_t end, uint8_t* __restrict be,
@@ -57,12 +63,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   size_t swapped = static_cast<size_t>((pos + 31) >> 5);
   const size_t swap_end = static_cast<size_t>(end >> 5);
   auto swap_final_words = [&](size_t upto) {
-    for (upto = std::min(upto, swap_end); swapped < upto; ++swapped) {
-      uint32_t w;
-      std::memcpy(&w, be + 4 * swapped, 4);
-      w = __builtin_bswap32(w);
-      std::memcpy(be + 4 * swapped, &w, 4);
-    }
+    for (upto = std::min(upto, swap_end); swapped < upto; ++swapped) swap_word(be + 4 * swapped);
   };
   uint64_t p = pos;                               // bit position of the next codeword
   uint64_t acc = 0;
@@ -282,18 +283,15 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   std::vector<Histogram> part_hist(P, Histogram{});
   uint64_t checksum = 0;
   if (T == 1) {
-    XXH3_state_t* st = XXH3_createState();
-    if (!st) throw std::bad_alloc();
-    XXH3_64bits_reset(st);
+    Checksum64Stream hash;
     ByteCounter counter;
     for (size_t off = 0; off < n; off += kHashBlock) {
       const size_t len = std::min(kHashBlock, n - off);
-      XXH3_64bits_update(st, in + off, len);
+      hash.add(in + off, len);
       counter.add(in + off, len);
     }
     counter.fold(part_hist[0].data());  // n < 2^32: no counter can overflow
-    checksum = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
+    checksum = hash.value();
   } else {
 #pragma omp parallel num_threads(T)
     {
@@ -354,10 +352,7 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   for (int u = 1; u <= P; ++u) {
     const size_t w = static_cast<size_t>(start[u] >> 5);
     if ((start[u] & 31) == 0 || w == last_swapped) continue;
-    uint32_t v;
-    std::memcpy(&v, be + 4 * w, 4);
-    v = __builtin_bswap32(v);
-    std::memcpy(be + 4 * w, &v, 4);
+    swap_word(be + 4 * w);
     last_swapped = w;
   }
   if (fh.gap_array()) {
