@@ -5,7 +5,9 @@
 # /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz into .deps/data/; then run this
 # there with .deps carried. It builds the codec-only configuration with CUDA, runs the GPU tests
 # (CUDA vs CPU bytes, cross decoding, corrupt streams), command-line checks (same bytes as the
-# CPU, round trips, a memory cap, 4.3 GB through pipes) and the benchmark (>= 1 GiB input).
+# CPU, round trips, a memory cap, the pytest files tests/cli/test_huffgpu.py and
+# test_huffgpu_cuda.py with --device auto on the GPU, 4.3 GB through pipes) and the benchmark
+# (>= 1 GiB input).
 # Logs go to $OUT (or out/gpu-check).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,6 +49,21 @@ echo "same bytes and round trips: ok (${#inputs[@]} inputs x 3 settings)" | tee 
 if [ -f "$tmp/fashion-mnist" ]; then
   "$enc" -c -q --device cuda --chunk-size 8M --gpu-memory-cap 64M "$tmp/fashion-mnist" \
     | "$dec" -c -q --device cuda --gpu-memory-cap 64M | cmp -s - "$tmp/fashion-mnist" && echo "memory cap 64M: ok" | tee -a "$log/summary.txt"
+fi
+
+step "command-line tests: tests/cli/test_huffgpu.py, test_huffgpu_cuda.py (pytest; 4.3 GB cases in the next step)"
+if python3 -c "import pytest" 2> /dev/null; then
+  rc=0
+  HPCNN_BIN_DIR="$build/tools" HPCNN_FASHION_MNIST="$here/$fm" python3 -m pytest -q -rs -p no:cacheprovider \
+    -k "not over_4gib" tests/cli/test_huffgpu.py tests/cli/test_huffgpu_cuda.py > "$log/pytest.txt" 2>&1 || rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then  # 77: passed with some tests skipped (tests/cli/conftest.py)
+    tail -40 "$log/pytest.txt"
+    echo "FAIL: command-line tests (log: $log/pytest.txt)"
+    exit 1
+  fi
+  tail -1 "$log/pytest.txt" | tee -a "$log/summary.txt"
+else
+  echo "pytest is missing: command-line tests not run" | tee -a "$log/summary.txt"
 fi
 
 step "4.3 GB through pipes on the GPU"

@@ -8,8 +8,11 @@
 # out/fashion_mnist_cnn.trained.onnx and its metrics. QUICKSTART_SKIP_TRAINING=1 skips that part.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+t0=$SECONDS
 bash "$here/scripts/setup.sh"
+t1=$SECONDS
 bash "$here/scripts/build.sh"
+t2=$SECONDS
 out="$here/out"
 mkdir -p "$out"
 "$here/.venv/bin/python" "$here/scripts/make_light_models.py" "$out/models" --models resnet50
@@ -31,3 +34,4 @@ if [ "${QUICKSTART_SKIP_TRAINING:-0}" != 1 ]; then
   [ "$(id -u)" -ne 0 ] || mpirun_root=(--allow-run-as-root)
   mpirun "${mpirun_root[@]}" --oversubscribe -np 2 build/tools/dist-train/dist-train --config configs/fashion_mnist_cnn.json
 fi
+echo "quickstart: set-up $((t1 - t0)) s, build $((t2 - t1)) s, jobs $((SECONDS - t2)) s" >&2

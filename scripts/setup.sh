@@ -10,7 +10,8 @@ debs=(
   build-essential cmake pkg-config git ca-certificates
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
   libprotobuf-dev protobuf-compiler libonnx-dev
-  libdnnl-dev libopenmpi-dev openmpi-bin
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers   # Debian's oneDNN CMake config requires OpenCL (only recommended by libdnnl-dev)
+  libopenmpi-dev openmpi-bin
   zlib1g-dev libxxhash-dev
   python3 python3-venv python3-dev time
   clang libclang-rt-14-dev

@@ -53,6 +53,27 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
+void create_parent_folders(const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  const fs::path dir = target.parent_path();
+  if (dir.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  // Name the first component that exists but is not a folder, as mkdir -p would.
+  fs::path walked;
+  for (const auto& part : dir) {
+    walked /= part;
+    const auto st = fs::status(walked, ec);
+    if (fs::exists(st) && !fs::is_directory(st))
+      throw_error(ErrorKind::io, "cannot create the folder of '" + target.string() + "': '" + walked.string() +
+                                     "' exists and is not a folder");
+  }
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw_error(ErrorKind::io, "cannot create the folder '" + dir.string() + "' for '" + target.string() +
+                                   "': " + (ec ? ec.message() : std::string("not a folder")));
+}
+
 void install_signal_cleanup() {
   struct sigaction sa {};
   sa.sa_handler = cleanup_handler;
@@ -70,6 +91,7 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite) : target_(s
       throw_error(ErrorKind::io, "output '" + target_.string() + "' is not a regular file (a device or pipe is not replaced; use -c to write to stdout)");
     if (!overwrite) throw_error(ErrorKind::io, "output file '" + target_.string() + "' already exists (use -f to overwrite)");
   }
+  create_parent_folders(target_);
   fs::path dir = target_.parent_path();
   if (dir.empty()) dir = ".";
   std::string templ = (dir / ("." + target_.filename().string() + ".tmp.XXXXXX")).string();
@@ -99,8 +121,18 @@ void AtomicFile::write(const void* data, size_t size) {
   }
 }
 
+void AtomicFile::set_mode(mode_t mode) {
+  if (::fchmod(fd_, mode & 0777) != 0)
+    throw_error(ErrorKind::io, "cannot set the permissions of '" + temp_.string() + "': " + errno_text());
+}
+
 void AtomicFile::commit() {
   if (committed_) return;
+  if (mtime_) {
+    const struct timespec times[2] = {{0, UTIME_OMIT}, *mtime_};  // access time: unchanged
+    if (::futimens(fd_, times) != 0)
+      throw_error(ErrorKind::io, "cannot set the modification time of '" + temp_.string() + "': " + errno_text());
+  }
   if (::fsync(fd_) != 0)
     throw_error(ErrorKind::io, "cannot flush '" + target_.string() + "': " + errno_text());
   if (::close(fd_) != 0) {

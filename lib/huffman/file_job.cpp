@@ -71,8 +71,8 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
   Fd in(from_stdin ? STDIN_FILENO : ::open(input.c_str(), O_RDONLY));
   if (in.get() < 0) throw_error(ErrorKind::io, "cannot open '" + input + "': " + std::strerror(errno));
   struct stat st {};
-  if (!from_stdin && ::fstat(in.get(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw_error(ErrorKind::io, "'" + input + "' is a directory");
+  if (!from_stdin && ::fstat(in.get(), &st) != 0) throw_error(ErrorKind::io, "cannot stat '" + input + "': " + std::strerror(errno));
+  if (!from_stdin && S_ISDIR(st.st_mode)) throw_error(ErrorKind::io, "'" + input + "' is a directory");
 
   std::unique_ptr<AtomicFile> out;
   std::string out_name = "stdout";
@@ -81,6 +81,10 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
     std::error_code ec;
     if (!from_stdin && fs::equivalent(input, out_name, ec)) throw_error(ErrorKind::usage, "output '" + out_name + "' is the input");
     out = std::make_unique<AtomicFile>(out_name, o.force);
+    if (S_ISREG(st.st_mode)) {  // as gzip and zstd: the input's permission bits and modification time
+      out->set_mode(st.st_mode);
+      out->set_mtime(st.st_mtim);
+    }
   }
   Checksum64Stream written;  // of everything passed through the sink, to verify a write before --rm
   Sink sink = [&](const uint8_t* p, size_t n) {
@@ -138,14 +142,14 @@ int run_file_jobs(const FileJobOptions& o) {
     if (o.header.code_limit < 8 || o.header.code_limit > kMaxCodeLength) throw_error(ErrorKind::usage, "--max-code-length must be 8..16");
   }
   const int threads = resolve_threads(o.threads);
-  // Device: cuda requires a GPU (exit code 5 otherwise); auto falls back to the CPU with a log line.
+  // Device: cuda requires a GPU (exit code 5 otherwise); auto falls back to the CPU, saying why under -v.
   std::string device = "cpu", why;
   std::shared_ptr<cuda::Codec> gpu;
   if (o.device == "cuda" || (o.device == "auto" && cuda::available(&why))) {
     gpu = std::make_shared<cuda::Codec>(o.gpu_memory_cap);
     device = "cuda";
   } else if (o.device == "auto") {
-    spdlog::info("--device auto: {}; using the CPU codec", why);
+    spdlog::debug("--device auto: {}; using the CPU codec", why);
   }
   ChunkCodec codec = cpu_codec(threads);
   if (gpu) {

@@ -1,10 +1,12 @@
 // hpcnn huffman: the file handling of huffgpu-encode and huffgpu-decode (gzip/zstd habits).
 //
 // Each input FILE is encoded to FILE.huf (decoded from FILE.huf to FILE) unless -o or -c;
-// "-" or no input means stdin to stdout. Outputs are atomic; existing outputs need -f; inputs
-// are kept unless --rm, which removes an input only after its output was verified. Binary
-// output to a terminal is refused. A failure on one file is reported (naming the file) and the
-// next file is processed; the exit code is the first failure's.
+// "-" or no input means stdin to stdout. Outputs are atomic and, as with gzip and zstd, get a
+// regular input file's permission bits and modification time (from stdin: 0644 & ~umask, the
+// time of writing); existing outputs need -f; inputs are kept unless --rm, which removes an input
+// only after its output was verified. Binary output to a terminal is refused. A failure on one
+// file is reported (naming the file) and the next file is processed; the exit code is the first
+// failure's. Memory follows the data: a small input costs little whatever --chunk-size says.
 #pragma once
 
 #include <string>

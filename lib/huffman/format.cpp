@@ -112,6 +112,11 @@ ChunkHeader read_chunk_header(const uint8_t in[kChunkHeaderSize], const FileHead
     case ChunkMode::huffman:
       if (h.bit_length == 0 || h.bit_length > uint64_t{h.original_length} * kMaxCodeLength || h.bit_length < h.original_length)
         throw_error(ErrorKind::bad_input, "bit length " + std::to_string(h.bit_length) + " impossible for " + std::to_string(h.original_length) + " symbols " + where);
+      // The bitstream's words alone: so a reader's output buffer (original length <= bit length)
+      // stays within 8x the payload it has read.
+      if (h.payload_length < (h.bit_length + 31) / 32 * 4)
+        throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) + " too short for " +
+                                              std::to_string(h.bit_length) + " bits " + where);
       break;
     default: throw_error(ErrorKind::bad_input, "unknown chunk mode " + std::to_string(in[2]) + " " + where);
   }

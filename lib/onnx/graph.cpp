@@ -5,6 +5,40 @@
 #include "core/error.h"
 
 namespace hpcnn::onnxu {
+namespace {
+
+// Appends to `out` (once each, via `seen`) the names `g` reads but does not define itself (its
+// inputs, initializers and node outputs), including those its nested subgraphs read from it
+// or from further out.
+void outer_reads(const onnx::GraphProto& g, std::vector<std::string>& out, std::unordered_set<std::string>& seen) {
+  std::unordered_set<std::string> defined;
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& nd : g.node())
+    for (const auto& o : nd.output()) defined.insert(o);
+  auto read = [&](const std::string& v) {
+    if (!v.empty() && !defined.count(v) && seen.insert(v).second) out.push_back(v);
+  };
+  for (const auto& nd : g.node()) {
+    for (const auto& in : nd.input()) read(in);
+    std::vector<std::string> inner;
+    std::unordered_set<std::string> inner_seen;
+    for (const auto* sg : subgraphs(nd)) outer_reads(*sg, inner, inner_seen);
+    for (const auto& v : inner) read(v);
+  }
+  for (const auto& o : g.output()) read(o.name());  // an output may name an outer value directly
+}
+
+}  // namespace
+
+std::vector<const onnx::GraphProto*> subgraphs(const onnx::NodeProto& node) {
+  std::vector<const onnx::GraphProto*> out;
+  for (const auto& a : node.attribute()) {
+    if (a.has_g()) out.push_back(&a.g());
+    for (const auto& sg : a.graphs()) out.push_back(&sg);
+  }
+  return out;
+}
 
 GraphView::GraphView(const onnx::GraphProto& graph) : graph_(&graph) {
   for (const auto& t : graph.initializer()) initializers_[t.name()] = &t;
@@ -22,15 +56,25 @@ GraphView::GraphView(const onnx::GraphProto& graph) : graph_(&graph) {
                                               (inserted ? " as an initializer" : " by " + describe(it->second)));
     }
   }
+  auto defined = [&](const std::string& v) { return producer_.count(v) || initializers_.count(v) || inputs_.count(v); };
+  subgraph_reads_.resize(n);
   for (int i = 0; i < n; ++i) {
     const auto& nd = graph.node(i);
     for (int k = 0; k < nd.input_size(); ++k) {
       const std::string& in = nd.input(k);
       if (in.empty()) continue;  // omitted optional input
-      if (!producer_.count(in) && !initializers_.count(in) && !inputs_.count(in))
+      if (!defined(in))
         throw_error(ErrorKind::bad_input, describe(i) + " reads '" + in +
                                               "', which no node, initializer or graph input defines (truncated model?)");
       consumers_[in].push_back({i, k});
+    }
+    std::unordered_set<std::string> seen;
+    for (const auto* sg : subgraphs(nd)) outer_reads(*sg, subgraph_reads_[i], seen);
+    for (const auto& v : subgraph_reads_[i]) {
+      if (!defined(v))
+        throw_error(ErrorKind::bad_input, describe(i) + " reads '" + v +
+                                              "' inside a subgraph, which no node, initializer or graph input defines");
+      consumers_[v].push_back({i, Use::subgraph});
     }
   }
   for (const auto& out : graph.output())
@@ -38,9 +82,12 @@ GraphView::GraphView(const onnx::GraphProto& graph) : graph_(&graph) {
       throw_error(ErrorKind::bad_input, "graph output '" + out.name() + "' is not produced by any node");
   // Kahn's algorithm, stable in file order.
   std::vector<int> indeg(n, 0);
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < n; ++i) {
     for (const auto& in : graph.node(i).input())
       if (!in.empty() && producer_.count(in)) ++indeg[i];
+    for (const auto& v : subgraph_reads_[i])
+      if (producer_.count(v)) ++indeg[i];
+  }
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
   for (int i = 0; i < n; ++i)
     if (indeg[i] == 0) ready.push(i);
@@ -177,6 +224,19 @@ std::optional<std::vector<int64_t>> constant_int64s(const GraphView& view, const
   if (const auto* a = find_attribute(nd, "value"); a && a->has_t()) return to_int64s(a->t());
   if (const auto* a = find_attribute(nd, "value_ints")) return std::vector<int64_t>(a->ints().begin(), a->ints().end());
   if (const auto* a = find_attribute(nd, "value_int")) return std::vector<int64_t>{a->i()};
+  return std::nullopt;
+}
+
+std::optional<std::vector<double>> constant_doubles(const GraphView& view, const std::string& value) {
+  if (const auto* t = view.initializer(value)) return to_doubles(*t);
+  const int p = view.producer(value);
+  if (p < 0) return std::nullopt;
+  const auto& nd = view.node(p);
+  if (nd.op_type() != "Constant") return std::nullopt;
+  if (const auto* a = find_attribute(nd, "value"); a && a->has_t()) return to_doubles(a->t());
+  if (const auto* a = find_attribute(nd, "value_floats")) return std::vector<double>(a->floats().begin(), a->floats().end());
+  if (const auto* a = find_attribute(nd, "value_float")) return std::vector<double>{a->f()};
+  if (auto v = constant_int64s(view, value)) return std::vector<double>(v->begin(), v->end());
   return std::nullopt;
 }
 

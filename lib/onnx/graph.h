@@ -1,8 +1,13 @@
 // hpcnn onnx: a read-only view of an ONNX graph: producers and consumers of each value,
 // topological order, lookup by name, and constant resolution.
 //
-// Construction validates the graph: every node input names a graph input, an initializer or
-// an earlier node's output; no value is produced twice; no cycles. ErrorKind::bad_input
+// Values a node's subgraphs read from this graph (the `then_branch`/`else_branch` of If, the
+// `body` of Loop and Scan: graph attributes, recursively, minus the names a subgraph defines
+// itself) count as uses of that node, with input position Use::subgraph: consumer counts,
+// validation and topological order include them.
+//
+// Construction validates the graph: every node input and subgraph read names a graph input, an
+// initializer or another node's output; no value is produced twice; no cycles. ErrorKind::bad_input
 // otherwise, naming the node. The view keeps pointers into the GraphProto: rebuild it after
 // adding or removing nodes.
 #pragma once
@@ -20,9 +25,13 @@
 namespace hpcnn::onnxu {
 
 struct Use {
+  static constexpr int subgraph = -1;
   int node;   // index into graph.node()
-  int input;  // input position
+  int input;  // input position, or Use::subgraph: read inside one of the node's subgraphs
 };
+
+// The graph-valued attributes of a node (If branches, Loop/Scan bodies), in attribute order.
+std::vector<const onnx::GraphProto*> subgraphs(const onnx::NodeProto& node);
 
 class GraphView {
  public:
@@ -37,6 +46,8 @@ class GraphView {
   // Index of the node producing `value`, or -1 (graph input, initializer, or unknown).
   int producer(const std::string& value) const;
   const std::vector<Use>& consumers(const std::string& value) const;
+  // Values of this graph read inside the node's subgraphs, in order of first use.
+  const std::vector<std::string>& subgraph_reads(int node) const { return subgraph_reads_[node]; }
   int find_node(const std::string& name) const;  // by node name; -1 if none
   const onnx::TensorProto* initializer(const std::string& name) const;
   bool is_graph_input(const std::string& name) const { return inputs_.count(name) > 0; }
@@ -52,6 +63,7 @@ class GraphView {
   std::unordered_map<std::string, int> by_name_;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
   std::unordered_set<std::string> inputs_, outputs_;
+  std::vector<std::vector<std::string>> subgraph_reads_;
   std::vector<int> order_;
 };
 
@@ -77,6 +89,8 @@ onnx::TensorProto* constant_tensor(onnx::GraphProto& graph, const ConstantRef& r
 
 // Values of a small constant (e.g. a Reshape shape) as int64; nullopt if not constant.
 std::optional<std::vector<int64_t>> constant_int64s(const GraphView& view, const std::string& value);
+// The same as double (e.g. Resize scales).
+std::optional<std::vector<double>> constant_doubles(const GraphView& view, const std::string& value);
 
 // Attribute lookup with defaults.
 const onnx::AttributeProto* find_attribute(const onnx::NodeProto& node, const std::string& name);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "onnx/graph.h"
 
 namespace hpcnn::onnxu {
 namespace {
@@ -31,13 +32,27 @@ void add_shape(ShapeMap& out, const onnx::ValueInfoProto& v) {
   out[v.name()] = std::move(d);
 }
 
+// Shapes inside the subgraphs of `g`'s nodes, recursively; names already in `out` are kept.
+void add_subgraph_shapes(ShapeMap& out, const onnx::GraphProto& g) {
+  for (const auto& nd : g.node())
+    for (const auto* sg : subgraphs(nd)) {
+      ShapeMap inner;
+      for (const auto& t : sg->initializer()) inner[t.name()] = dims_of(t);
+      for (const auto& v : sg->input()) add_shape(inner, v);
+      for (const auto& v : sg->value_info()) add_shape(inner, v);
+      for (const auto& v : sg->output()) add_shape(inner, v);
+      for (auto& [name, dims] : inner) out.emplace(name, std::move(dims));
+      add_subgraph_shapes(out, *sg);
+    }
+}
+
 }  // namespace
 
 namespace {
 
 // The model without large tensor payloads (copied piece by piece, so the copy never holds the
 // weights): only dims are needed, and small constants such as Reshape targets.
-onnx::ModelProto skeleton(const onnx::ModelProto& model) {
+onnx::ModelProto skeleton(const onnx::ModelProto& model, bool declared_outputs) {
   onnx::ModelProto skel;
   skel.set_ir_version(model.ir_version());
   *skel.mutable_opset_import() = model.opset_import();
@@ -46,6 +61,9 @@ onnx::ModelProto skeleton(const onnx::ModelProto& model) {
   auto* g = skel.mutable_graph();
   *g->mutable_input() = src.input();
   *g->mutable_output() = src.output();
+  if (!declared_outputs)
+    for (auto& o : *g->mutable_output())
+      if (o.type().has_tensor_type()) o.mutable_type()->mutable_tensor_type()->clear_shape();
   for (const auto& t : src.initializer()) {
     auto* c = g->add_initializer();
     c->set_name(t.name());
@@ -78,6 +96,7 @@ ShapeMap infer_in_process(onnx::ModelProto& skel) {
   for (const auto& v : g->input()) add_shape(out, v);
   for (const auto& v : g->value_info()) add_shape(out, v);
   for (const auto& v : g->output()) add_shape(out, v);
+  add_subgraph_shapes(out, *g);
   return out;
 }
 
@@ -95,8 +114,8 @@ bool write_all(int fd, const void* p, size_t n) {
 
 }  // namespace
 
-ShapeMap infer_shapes(const onnx::ModelProto& model) {
-  onnx::ModelProto skel = skeleton(model);
+ShapeMap infer_shapes(const onnx::ModelProto& model, bool declared_outputs) {
+  onnx::ModelProto skel = skeleton(model, declared_outputs);
   // libonnx's shape inference can crash on malformed models (e.g. a Conv input of the wrong
   // rank in onnx 1.12), so it runs in a child process: a crash becomes a clear error here.
   int fds[2];

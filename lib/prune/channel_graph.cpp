@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "onnx/model.h"
 
 namespace hpcnn::prune {
 namespace {
@@ -26,7 +28,39 @@ const std::unordered_set<std::string> kPassThrough = {
     "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Gelu", "Mish",
     "Celu", "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign", "MaxPool", "AveragePool",
     "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool", "Dropout", "Identity", "LRN",
-    "Cast", "Softmax", "LogSoftmax", "Upsample", "Resize", "MaxRoiPool"};
+    "Cast", "Softmax", "LogSoftmax", "Upsample", "Resize", "MaxRoiPool", "Expand", "Tile"};
+
+// Shape-like inputs of the pass-through operators: inputs with one entry per axis of the
+// output (or of the listed `axes`). They are followed only when constant, and only as below;
+// otherwise the channels are fixed. Reshape (the flatten rule) and Squeeze/Unsqueeze (axes
+// rule) read theirs in their own rules; every other operator with a shape-like input (Pad,
+// Slice, ConstantOfShape fed by Shape, ...) is not followed at all.
+enum class ShapeArg {
+  sizes,      // output extent per axis: the channel entry must equal the channel count; it is
+              // rewritten to the kept count
+  broadcast,  // target shape, numpy-broadcast against the input (aligned at the last axis): the
+              // channel entry is 1 (kept) or the channel count (rewritten)
+  factor,     // factor per axis (scales, repeats): the channel entry must be 1
+  roi,        // Resize roi, starts then ends per axis, read only by tf_crop_and_resize: the
+              // channel axis must span [0, 1]
+};
+struct ShapeInput {
+  int input;         // input position; -1: the attribute `name` (Upsample before opset 9)
+  const char* name;  // the input's (or attribute's) name in the operator schema
+  ShapeArg arg;
+};
+struct ShapeSignature {
+  int64_t since;  // first opset with these inputs
+  std::vector<ShapeInput> inputs;
+};
+// Per operator, newest signature first.
+const std::unordered_map<std::string, std::vector<ShapeSignature>> kShapeInputs = {
+    {"Resize", {{11, {{1, "roi", ShapeArg::roi}, {2, "scales", ShapeArg::factor}, {3, "sizes", ShapeArg::sizes}}},
+                {10, {{1, "scales", ShapeArg::factor}}}}},
+    {"Upsample", {{9, {{1, "scales", ShapeArg::factor}}}, {7, {{-1, "scales", ShapeArg::factor}}}}},
+    {"Expand", {{8, {{1, "shape", ShapeArg::broadcast}}}}},
+    {"Tile", {{6, {{1, "repeats", ShapeArg::factor}}}}},
+};
 
 // Elementwise operators with numpy broadcasting over several inputs.
 const std::unordered_set<std::string> kElementwise = {"Add", "Sub", "Mul", "Div", "Sum", "Max",
@@ -36,6 +70,7 @@ struct Analyzer {
   const onnx::ModelProto& model;
   const onnxu::GraphView& view;
   const onnxu::ShapeMap& shapes;
+  int64_t opset;  // of the default domain
   ChannelGraph cg;
   std::unordered_map<std::string, Label> labels;
 
@@ -93,6 +128,101 @@ struct Analyzer {
     L.ids = cg.new_ids(L.channels);
     L.l1 = constant_l1_norms(view, w, axis);
     return L;
+  }
+
+  // Checks the shape-like inputs (kShapeInputs) of node n, whose input 0 carries channels `x`,
+  // and records the rewrites they need; or fixes the channels, with the reason, and returns false.
+  bool follow_shape_inputs(int n, const Label& x) {
+    const auto& nd = view.node(n);
+    auto it = kShapeInputs.find(nd.op_type());
+    if (it == kShapeInputs.end()) return true;
+    const std::string who = view.describe(n);
+    const ShapeSignature* sig = nullptr;
+    for (const auto& s : it->second)
+      if (!sig && opset >= s.since) sig = &s;
+    if (!sig) {
+      fix(x, who + " is older than the opsets whose shape-like inputs the analysis knows");
+      return false;
+    }
+    const Dims* xs = shape(nd.input(0));
+    const int64_t rank = xs ? static_cast<int64_t>(xs->size()) : -1;
+    const int64_t c = static_cast<int64_t>(x.size());
+    // Resize (opset 18) may list the axes its sizes/scales/roi entries refer to.
+    const std::vector<int64_t> axes = onnxu::attr_ints(nd, "axes");
+    if (!axes.empty() && rank < 0) {
+      fix(x, who + " lists `axes` for an input of unknown rank");
+      return false;
+    }
+    std::vector<ShapeAction> rewrites;
+    for (const ShapeInput& si : sig->inputs) {
+      const std::string what = "'" + std::string(si.name) + "'";
+      std::optional<std::vector<double>> v;
+      if (si.input < 0) {
+        const auto* a = onnxu::find_attribute(nd, si.name);
+        if (a) v = std::vector<double>(a->floats().begin(), a->floats().end());
+      } else if (si.input < nd.input_size() && !nd.input(si.input).empty()) {
+        v = onnxu::constant_doubles(view, nd.input(si.input));
+        if (!v) {
+          fix(x, who + " has a shape-like input " + what + " that is not constant");
+          return false;
+        }
+      }
+      if (!v || v->empty()) continue;  // absent (Resize: scales or sizes)
+      if (si.arg == ShapeArg::roi && onnxu::attr_string(nd, "coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize")
+        continue;
+      const int64_t entries = static_cast<int64_t>(si.arg == ShapeArg::roi ? v->size() / 2 : v->size());
+      int64_t entry = 1;  // the channel axis' entry; -1: the input leaves that axis alone
+      if (!axes.empty()) {
+        entry = -1;
+        for (size_t i = 0; i < axes.size(); ++i)
+          if (axes[i] == 1 || axes[i] + rank == 1) entry = static_cast<int64_t>(i);
+      } else if (si.arg == ShapeArg::broadcast) {
+        if (rank < 0 || entries > rank) {
+          fix(x, who + " broadcasts to " + what + " with " + std::to_string(entries) + " entries, for an input of " +
+                     (rank < 0 ? std::string("unknown rank") : "rank " + std::to_string(rank)));
+          return false;
+        }
+        entry = 1 - (rank - entries);
+      }
+      if (entry < 0) continue;
+      if (entry >= entries) {
+        fix(x, who + " has " + what + " with " + std::to_string(entries) + " entries, too few for the channel axis");
+        return false;
+      }
+      const double e = (*v)[entry];
+      switch (si.arg) {
+        case ShapeArg::sizes:
+          if (e != static_cast<double>(c)) {
+            fix(x, who + " resizes " + std::to_string(c) + " channels to " + std::to_string(static_cast<int64_t>(e)));
+            return false;
+          }
+          rewrites.push_back({n, si.input, static_cast<int>(entry), x});
+          break;
+        case ShapeArg::broadcast:
+          if (e != 1 && e != static_cast<double>(c)) {
+            fix(x, who + " broadcasts " + std::to_string(c) + " channels to " + std::to_string(static_cast<int64_t>(e)));
+            return false;
+          }
+          if (e != 1) rewrites.push_back({n, si.input, static_cast<int>(entry), x});
+          break;
+        case ShapeArg::factor:
+          if (e != 1) {
+            std::ostringstream by;
+            by << e;
+            fix(x, who + " scales the channel axis by " + by.str() + " (" + what + ")");
+            return false;
+          }
+          break;
+        case ShapeArg::roi:
+          if ((*v)[entry] != 0 || (*v)[entries + entry] != 1) {
+            fix(x, who + " crops the channel axis (" + what + ")");
+            return false;
+          }
+          break;
+      }
+    }
+    cg.shape_inputs.insert(cg.shape_inputs.end(), rewrites.begin(), rewrites.end());
+    return true;
   }
 
   // Returns the input positions the rule consumed; labelled inputs not in the set are fixed.
@@ -198,7 +328,7 @@ struct Analyzer {
     }
 
     if (kPassThrough.count(op)) {
-      if (x0) labels[out0] = *x0;
+      if (x0 && follow_shape_inputs(n, *x0)) labels[out0] = *x0;
       return {0};
     }
 
@@ -297,9 +427,6 @@ struct Analyzer {
         auto target = onnxu::constant_int64s(view, in(1));
         if (!flat) { fix(*x0, who + " is not a flatten to [N, C*H*W]"); return {0}; }
         if (!target || target->size() != 2) { fix(*x0, who + " has a shape input that is not constant"); return {0}; }
-        if ((*target)[1] > 0) {
-          if (view.consumers(in(1)).size() > 1) { fix(*x0, who + " shares its shape constant with other nodes"); return {0}; }
-        }
       }
       // The features after the flatten: C * H * W entries (bounded, against corrupt shapes).
       constexpr int64_t kMaxFeatures = int64_t{1} << 28;
@@ -312,12 +439,17 @@ struct Analyzer {
       out.reserve(x0->size() * static_cast<size_t>(spatial));
       for (int id : *x0)
         for (int64_t s = 0; s < spatial; ++s) out.push_back(id);
-      if (op == "Reshape" && (*onnxu::constant_int64s(view, in(1)))[1] > 0) cg.reshapes.push_back({n, out});
+      if (op == "Reshape" && (*onnxu::constant_int64s(view, in(1)))[1] > 0) cg.shape_inputs.push_back({n, 1, 1, out});
       labels[out0] = std::move(out);
       return {0, 1};
     }
 
-    if (op == "Shape") return {0};  // reads only the sizes; Reshape targets are checked above
+    if (op == "Shape" && x0) {
+      // Values computed from the count (Reshape targets, Resize sizes, ConstantOfShape, ...)
+      // would change with the pruning where the analysis cannot see them.
+      fix(*x0, who + " reads their count");
+      return {0};
+    }
     return {};
   }
 
@@ -330,6 +462,10 @@ struct Analyzer {
         if (l && !handled.count(k))
           fix(*l, "they flow into input " + std::to_string(k) + " of " + view.describe(n) + ", which cannot be followed");
       }
+      for (const auto& v : view.subgraph_reads(n))
+        if (const Label* l = label(v))
+          fix(*l, "they are read inside a subgraph of " + view.describe(n) + " ('" + v +
+                      "'), which cannot be followed unless the subgraph is sliced too");
     }
     for (const auto& o : view.graph().output())
       if (const Label* l = label(o.name())) fix(*l, "their channels reach graph output '" + o.name() + "'");
@@ -424,7 +560,7 @@ std::vector<double> constant_l1_norms(const onnxu::GraphView& view, const Consta
 }
 
 ChannelGraph analyze_channels(const onnx::ModelProto& model, const onnxu::GraphView& view, const onnxu::ShapeMap& shapes) {
-  Analyzer a{model, view, shapes, {}, {}};
+  Analyzer a{model, view, shapes, onnxu::default_opset(model), {}, {}};
   a.run();
   return std::move(a.cg);
 }

@@ -8,13 +8,18 @@
 // connections), a depthwise Conv unites its filters with its input channels, Concat on axis 1
 // concatenates them, and Flatten/Reshape to [N, C*H*W] repeats each id over the spatial size so
 // that the next Gemm/MatMul's weight columns can be sliced "by channel x spatial position".
+// Operators with shape-like inputs (Resize sizes/scales/roi, Upsample scales, Expand shape, Tile
+// repeats: one table in channel_graph.cpp) are followed only when those inputs are constant
+// and leave the channel axis alone (scale or repeat 1) or name the channel count (rewritten to
+// the kept count, as the flatten target of a Reshape is).
 // United ids form one channel class: a class is kept or removed as a whole. Layers that share
 // a class form a group with one kept-channel set (Sakai et al., ICPR 2022, Sec. 3, applied per
-// group). A class is fixed (never removed) if its channels reach a graph output or pass through
-// an operator the analysis cannot follow; the reason is recorded and reported.
+// group). A class is fixed (never removed) if its channels reach a graph output, are read
+// inside a subgraph (If/Loop/Scan: the subgraph is not sliced), have their count read by Shape,
+// or pass through an operator the analysis cannot follow; the reason is recorded and reported.
 //
 // The analysis also records every slicing the pruned model needs (SliceAction), the Conv
-// `group` attributes to adjust, and the Reshape targets to rewrite.
+// `group` attributes to adjust, and the shape-like constants to rewrite.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -61,10 +66,13 @@ struct GroupAttrAction {
   std::vector<int> ids;
 };
 
-// Rewrite dim 1 of the Reshape node's constant shape input to the number of kept ids.
-struct ReshapeAction {
+// Rewrite entry `index` of the node's constant shape-like input `input` (a Reshape flatten
+// target, Resize `sizes`, Expand `shape`) to the number of kept ids.
+struct ShapeAction {
   int node = -1;
-  std::vector<int> ids;  // ids of the flattened features
+  int input = 1;
+  int index = 1;
+  std::vector<int> ids;  // ids of the channels (of the flattened features, for a Reshape)
 };
 
 class ChannelGraph {
@@ -73,7 +81,7 @@ class ChannelGraph {
   std::vector<Group> groups;
   std::vector<SliceAction> slices;
   std::vector<GroupAttrAction> group_attrs;
-  std::vector<ReshapeAction> reshapes;
+  std::vector<ShapeAction> shape_inputs;
 
   int id_count() const { return static_cast<int>(parent_.size()); }
   int root(int id) const;

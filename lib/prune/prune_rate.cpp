@@ -13,6 +13,7 @@
 #include "prune/channel_graph.h"
 #include "prune/rates.h"
 #include "prune/surgery.h"
+#include "prune/verify.h"
 
 namespace hpcnn::prune {
 namespace {
@@ -195,8 +196,10 @@ json run_prune_rate(const PruneOptions& o) {
     if (!target.is_null()) report["target"] = target;
 
     if (o.output) {
+      const onnxu::ShapeMap original = onnxu::infer_shapes(model.proto, /*declared_outputs=*/false);
       apply_pruning(model.proto, cg, kept);
       onnxu::GraphView check(model.proto.graph());  // the result must still be a valid graph
+      verify_pruned(model.proto, original);         // and compute with the shapes it had
       onnxu::SaveOptions so;
       so.overwrite = o.overwrite;
       so.external_data = o.external_data;

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -44,10 +45,21 @@ void put_int64_initializer(onnx::ModelProto& model, const std::string& name, con
   }
 }
 
-std::string unique_name(const onnxu::GraphView& view, const std::string& base) {
+// Every name defined in `g` and in its subgraphs (ONNX names are unique across the scopes).
+void collect_names(const onnx::GraphProto& g, std::unordered_set<std::string>& names) {
+  for (const auto& v : g.input()) names.insert(v.name());
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  for (const auto& nd : g.node()) {
+    for (const auto& o : nd.output()) names.insert(o);
+    for (const auto* sg : onnxu::subgraphs(nd)) collect_names(*sg, names);
+  }
+}
+
+// A name not yet taken, derived from `base`; it is taken from then on.
+std::string unique_name(std::unordered_set<std::string>& taken, const std::string& base) {
   std::string name = base;
-  for (int i = 1; view.initializer(name) || view.producer(name) >= 0 || view.is_graph_input(name); ++i)
-    name = base + "_" + std::to_string(i);
+  for (int i = 1; taken.count(name); ++i) name = base + "_" + std::to_string(i);
+  taken.insert(name);
   return name;
 }
 
@@ -56,6 +68,8 @@ std::string unique_name(const onnxu::GraphView& view, const std::string& base) {
 void apply_pruning(onnx::ModelProto& model, const ChannelGraph& cg, const std::vector<char>& kept) {
   onnx::GraphProto& g = *model.mutable_graph();
   const onnxu::GraphView view(g);
+  std::unordered_set<std::string> taken;
+  collect_names(g, taken);
 
   // Group the slices by constant so ConstantOfShape dims are rewritten once.
   std::map<std::string, std::vector<const SliceAction*>> by_value;
@@ -73,7 +87,7 @@ void apply_pruning(onnx::ModelProto& model, const ChannelGraph& cg, const std::v
         if (view.consumers(shape_name).size() == 1 && view.initializer(shape_name)) {
           put_int64_initializer(model, shape_name, dims);
         } else {
-          const std::string fresh = unique_name(view, value + "_shape");
+          const std::string fresh = unique_name(taken, value + "_shape");
           put_int64_initializer(model, fresh, dims);
           node->set_input(0, fresh);
         }
@@ -99,18 +113,21 @@ void apply_pruning(onnx::ModelProto& model, const ChannelGraph& cg, const std::v
       if (attr.name() == "group") attr.set_i(n);
   }
 
-  for (const auto& r : cg.reshapes) {
-    const auto& nd = g.node(r.node);
-    auto target = onnxu::constant_int64s(view, nd.input(1));
-    if (!target) throw_error(ErrorKind::bad_input, view.describe(r.node) + ": shape input is not constant");
-    (*target)[1] = static_cast<int64_t>(kept_positions(cg, r.ids, kept).size());
-    const std::string shape_name = nd.input(1);
-    if (view.initializer(shape_name)) {
-      put_int64_initializer(model, shape_name, *target);
+  // Shape-like constants: rewritten in place when nothing else reads them, else a fresh copy.
+  for (const auto& r : cg.shape_inputs) {
+    const std::string name = g.node(r.node).input(r.input);
+    auto target = onnxu::constant_int64s(view, name);
+    if (!target || r.index >= static_cast<int>(target->size()))
+      throw_error(ErrorKind::bad_input, view.describe(r.node) + ": input '" + name + "' is not a constant shape");
+    const int64_t n = static_cast<int64_t>(kept_positions(cg, r.ids, kept).size());
+    if ((*target)[r.index] == n) continue;  // nothing removed there
+    (*target)[r.index] = n;
+    if (view.initializer(name) && view.consumers(name).size() == 1) {
+      put_int64_initializer(model, name, *target);
     } else {
-      const std::string fresh = unique_name(view, shape_name + "_pruned");
+      const std::string fresh = unique_name(taken, name + "_pruned");
       put_int64_initializer(model, fresh, *target);
-      g.mutable_node(r.node)->set_input(1, fresh);
+      g.mutable_node(r.node)->set_input(r.input, fresh);
     }
   }
 

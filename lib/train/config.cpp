@@ -174,7 +174,16 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
   need(c.checkpoint_interval >= 0, "checkpoint.interval_epochs must be >= 0");
   need(c.data.prefetch >= 1, "data.prefetch must be >= 1");
   need(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing must be in [0, 1)");
-  need(c.final_polish_epochs >= 0 && c.final_polish_epochs <= c.epochs, "final_polish_epochs must be in [0, epochs]");
+  need(c.final_polish_epochs >= 0, "final_polish_epochs must be >= 0");
+  if (c.final_polish_epochs > c.epochs - 1) {
+    // A short run (--epochs 1 with a recipe's final_polish_epochs 2) still trains on augmented
+    // data first: at most epochs - 1 polishing epochs.
+    const int clamped = std::max(0, c.epochs - 1);
+    c.warnings.push_back("final_polish_epochs " + std::to_string(c.final_polish_epochs) + " clamped to " +
+                         std::to_string(clamped) + " (epochs " + std::to_string(c.epochs) + ")");
+    c.final_polish_epochs = clamped;
+    c.merged["final_polish_epochs"] = clamped;
+  }
   need(c.augmentation.crop_padding >= 0, "augmentation.crop_padding must be >= 0");
   need(!c.augmentation.mean.empty() && c.augmentation.mean.size() == c.augmentation.std.size(),
        "augmentation.mean and augmentation.std must have one value per channel");

@@ -46,6 +46,7 @@ struct TrainConfig {
   std::string mask;             // ONNX model whose zero weights give the sparsity mask
   int64_t max_steps_per_epoch = 0;  // 0: all (a limit for smoke tests)
   nlohmann::json merged;        // the merged configuration, as --print-config shows it
+  std::vector<std::string> warnings;  // values load_config adjusted, for the caller to log once
 };
 
 nlohmann::json default_config();

@@ -15,12 +15,14 @@ double LrSchedule::peak(int64_t global_batch) const {
   return base;
 }
 
-double LrSchedule::at(int64_t step, int64_t total, int64_t per_epoch, int64_t global_batch) const {
+double LrSchedule::at(int64_t epoch, int64_t step, int64_t steps_per_epoch, int64_t epochs, int64_t global_batch) const {
   const double p = peak(global_batch);
-  const int64_t warm = static_cast<int64_t>(std::llround(warmup_epochs * static_cast<double>(per_epoch)));
-  if (step < warm) return p * (warmup_start + (1.0 - warmup_start) * static_cast<double>(step + 1) / static_cast<double>(warm));
-  if (decay == "constant" || total <= warm) return p;
-  const double t = std::clamp(static_cast<double>(step - warm) / static_cast<double>(total - warm), 0.0, 1.0);
+  const double s = static_cast<double>(std::max<int64_t>(steps_per_epoch, 1));
+  const double x = static_cast<double>(epoch) + static_cast<double>(step) / s;  // epochs done before this step
+  const double w = warmup_epochs, e = static_cast<double>(epochs);
+  if (x < w) return p * (warmup_start + (1.0 - warmup_start) * std::min(1.0, (x + 1.0 / s) / w));
+  if (decay == "constant" || e <= w) return p;
+  const double t = std::clamp((x - w) / (e - w), 0.0, 1.0);
   if (decay == "cosine") return final_lr + (p - final_lr) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0;
   return final_lr + (p - final_lr) * std::pow(1.0 - t, power);
 }

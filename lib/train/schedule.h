@@ -1,11 +1,19 @@
 // hpcnn train: learning-rate schedule of the large-batch recipe (Goyal et al., "Accurate,
 // large minibatch SGD", 2017): the base rate scaled with the global batch, a linear warm-up,
 // then cosine or polynomial decay to a final rate, evaluated per optimizer step.
+//
+// The schedule is a function of the training progress in epochs, not of a step count, so that
+// a run resumed with another batch size or number of ranks (hence another number of steps per
+// epoch) continues where the fraction of training done left it. The optimizer step `step`
+// (0-based) of epoch `epoch` (0-based) with S steps per epoch sits at position
+//   x = epoch + step / S   (epochs of training done before the step), of E epochs in all;
 //   peak = base * scale, scale = global_batch / base_batch (linear), sqrt of it (sqrt) or 1 (none)
-//   step < warmup: lr = peak * (warmup_start + (1 - warmup_start) * (step + 1) / warmup)
-//   after: t = (step - warmup) / (total - warmup) in [0, 1];
+//   x < W (warm-up, W = warmup_epochs): lr = peak * (warmup_start + (1 - warmup_start) * (x + 1/S) / W)
+//   after: t = (x - W) / (E - W) clamped to [0, 1];
 //          cosine: final + (peak - final) * (1 + cos(pi t)) / 2
 //          polynomial: final + (peak - final) * (1 - t)^power;  constant: peak
+// With W * S a whole number of steps this is the step-count form (step + 1) / (W * S) of the
+// warm-up and (global_step - W * S) / ((E - W) * S) of the decay.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +32,9 @@ struct LrSchedule {
   double final_lr = 0.0;
 
   double peak(int64_t global_batch) const;
-  // lr at optimizer step `step` of `total_steps` (steps_per_epoch * epochs).
-  double at(int64_t step, int64_t total_steps, int64_t steps_per_epoch, int64_t global_batch) const;
+  // lr of optimizer step `step` of epoch `epoch` (both 0-based), with `steps_per_epoch` steps
+  // per epoch and `epochs` epochs in all.
+  double at(int64_t epoch, int64_t step, int64_t steps_per_epoch, int64_t epochs, int64_t global_batch) const;
   void validate() const;  // ErrorKind::usage naming the key
 };
 

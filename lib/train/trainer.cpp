@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/xxhash.h"
@@ -215,6 +216,10 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
   const int rank = comm.rank(), world = comm.size();
   set_threads(cfg, comm);
   const auto t_start = std::chrono::steady_clock::now();
+  // Output folders that do not exist yet are created before any work (the rule of every tool).
+  if (rank == 0)
+    for (const std::string* out : {&cfg.output, &cfg.metrics, &cfg.checkpoint})
+      if (!out->empty()) create_parent_folders(*out);
 
   // ---- model (from the checkpoint when resuming), identical on every rank
   Checkpoint ckpt;
@@ -274,7 +279,6 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
                                       std::to_string(world) + " ranks x batch " + std::to_string(cfg.batch_size) +
                                       " x accumulation " + std::to_string(cfg.accumulation_steps));
   const int64_t global_batch = static_cast<int64_t>(world) * cfg.batch_size * cfg.accumulation_steps;
-  const int64_t total_steps = steps_per_epoch * cfg.epochs;
   spdlog::info("{} rank(s) x {} thread(s), global batch {}, {} steps per epoch, peak lr {:.4g}", world, nn::num_threads(),
                global_batch, steps_per_epoch, cfg.lr.peak(global_batch));
 
@@ -285,6 +289,9 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
     start_epoch = ckpt.epoch;
     start_step = ckpt.step_in_epoch;
     global_step = ckpt.global_step;
+    if (cfg.epochs <= start_epoch)
+      throw_error(ErrorKind::usage, "checkpoint " + run.resume + " is at epoch " + std::to_string(start_epoch) + "; --epochs " +
+                                        std::to_string(cfg.epochs) + " leaves nothing to train");
     if (start_step > 0 && (ckpt.world_size != world || ckpt.batch_size != cfg.batch_size)) {
       spdlog::warn("checkpoint {} was written mid-epoch with {} rank(s) x batch {}: epoch {} restarts from its beginning",
                    run.resume, ckpt.world_size, ckpt.batch_size, start_epoch + 1);
@@ -364,7 +371,7 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
         sums[2] += n;
       }
       exchange.exchange(params, cfg.accumulation_steps);
-      const double lr = cfg.lr.at(global_step, total_steps, steps_per_epoch, global_batch);
+      const double lr = cfg.lr.at(epoch, step, steps_per_epoch, cfg.epochs, global_batch);
       optimizer.step(params, exchange.fused(), static_cast<float>(lr));
       ++global_step;
       bar.update(step + 1, sums[2] ? sums[0] / sums[2] : 0.0);
@@ -391,7 +398,7 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
     compare_checksums(model, comm, "after epoch " + std::to_string(epoch + 1));
     json m{{"epoch", epoch + 1},
            {"step", global_step},
-           {"lr", cfg.lr.at(std::max<int64_t>(global_step - 1, 0), total_steps, steps_per_epoch, global_batch)},
+           {"lr", cfg.lr.at(epoch, steps_per_epoch - 1, steps_per_epoch, cfg.epochs, global_batch)},
            {"train_loss", sums[2] ? sums[0] / sums[2] : 0.0},
            {"train_accuracy", sums[2] ? sums[1] / sums[2] : 0.0},
            {"images_per_second", secs_mean > 0 ? sums[2] / secs_mean : 0.0},

@@ -3,12 +3,17 @@ Fashion-MNIST files from Debian's dataset-fashion-mnist, with few steps per epoc
 file runs in a few minutes. Covers the outputs (model, metrics, checkpoint, summary), the
 configuration checks, resume (bit-identical in deterministic mode, and with another world
 size), the sparse exchange, compressed shards, SIGTERM, and failures on one rank."""
+import gzip
 import json
+import math
 import os
 import shutil
 import signal
+import struct
 import subprocess
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -19,8 +24,13 @@ import hpcnn_test as H
 
 FM = "/usr/share/datasets/fashion-mnist"
 MPIRUN = os.environ.get("HPCNN_MPIRUN", shutil.which("mpirun") or "mpirun")
-pytestmark = pytest.mark.skipif(not os.path.exists(f"{FM}/train-images-idx3-ubyte.gz"),
-                                reason="dataset-fashion-mnist is not installed (scripts/setup.sh installs it)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fashion_mnist():
+    """scripts/setup.sh installs the dataset: its absence is a failure, not a skip."""
+    assert os.path.exists(f"{FM}/train-images-idx3-ubyte.gz"), \
+        f"{FM} is missing: scripts/setup.sh installs the Debian package dataset-fashion-mnist"
 
 
 def tiny_cnn(path, dropout=False, seed=0):
@@ -221,17 +231,133 @@ def test_failure_on_one_rank_stops_every_rank(tmp_path, kind):
     assert not (tmp_path / "trained.onnx").exists()
 
 
+def wait_for_stderr_line(proc, marker, timeout=120):
+    """Reads proc's stderr until a line containing `marker` (the readiness sign); returns the
+    lines read. The rest of stderr keeps draining in the background."""
+    lines, found = [], threading.Event()
+
+    def pump():
+        for line in proc.stderr:
+            lines.append(line)
+            if marker in line:
+                found.set()
+    threading.Thread(target=pump, daemon=True).start()
+    assert found.wait(timeout), f"no line with {marker!r} within {timeout} s: {''.join(lines)}"
+    return lines
+
+
 def test_sigterm_checkpoints_and_exits(tmp_path):
     cfg = config(tmp_path, epochs=50, max_steps_per_epoch=0)
     proc = subprocess.Popen([H.tool("dist-train"), "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    time.sleep(6)
+    lines = wait_for_stderr_line(proc, "steps per epoch")  # logged right before the first step
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
-    assert json.loads(out)["stopped"] is True
-    assert (tmp_path / "ckpt").exists() and not (tmp_path / "trained.onnx").exists()
+    out = proc.stdout.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 143, "".join(lines)
+    s = json.loads(out)
+    assert s["stopped"] is True and s["epoch"] == 1 and s["step"] >= 1
+    # The clean-up path ran: a checkpoint at the step where the signal was honoured, no model,
+    # no temporary file; the checkpoint resumes.
+    assert read_checkpoint_meta(tmp_path / "ckpt")["global_step"] == s["step"]
+    assert any("stop requested (SIGTERM)" in l for l in lines)
+    assert not (tmp_path / "trained.onnx").exists()
     assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
+
+
+def read_checkpoint_meta(path, with_model=False):
+    """The JSON header of a dist-train checkpoint (train/checkpoint.h), and its model."""
+    data = Path(path).read_bytes()
+    assert data[:8] == b"HPCNNCKP"
+    n = struct.unpack("<Q", data[12:20])[0]
+    meta = json.loads(data[20:20 + n])
+    if not with_model:
+        return meta
+    blob = next(b for b in meta["blobs"] if b["name"] == "model")
+    start = 20 + n + blob["offset"]
+    return meta, onnx.load_from_string(data[start:start + blob["size"]])
+
+
+def small_idx(tmp, n):
+    """The first n Fashion-MNIST training images and labels as raw IDX files."""
+    with gzip.open(f"{FM}/train-images-idx3-ubyte.gz") as f:
+        images = f.read(16 + n * 784)
+    with gzip.open(f"{FM}/train-labels-idx1-ubyte.gz") as f:
+        labels = f.read(8 + n)
+    (tmp / "img.idx").write_bytes(images[:4] + struct.pack(">I", n) + images[8:])
+    (tmp / "lbl.idx").write_bytes(labels[:4] + struct.pack(">I", n) + labels[8:])
+    return {"train_images": str(tmp / "img.idx"), "train_labels": str(tmp / "lbl.idx"), "test_images": "", "test_labels": ""}
+
+
+def cosine_lr(x, epochs, peak, warmup):
+    """The closed form of train/schedule.h at x epochs done, final lr 0."""
+    t = min(max((x - warmup) / (epochs - warmup), 0.0), 1.0)
+    return peak * (1 + math.cos(math.pi * t)) / 2
+
+
+@pytest.mark.parametrize("how", ["batch", "ranks"])
+def test_resume_with_another_batch_or_world_size_continues_the_schedule(tmp_path, how):
+    """Checkpoint after 2 of 4 epochs at batch 2, resume with batch 4 (or 2 ranks x batch 2): the
+    learning rate continues from the fraction of training done, and the weights keep changing."""
+    cfg = config(tmp_path, data=small_idx(tmp_path, 64), epochs=4, batch_size=2, max_steps_per_epoch=0,
+                 final_polish_epochs=0, lr={"base": 0.05, "base_batch": 64, "warmup_epochs": 0.5})
+    p = dist_train("--config", cfg, env={"HPCNN_TEST_FAULT": "0:throw:64"})  # dies at the first step of epoch 3
+    assert p.returncode != 0 and "injected fault" in p.stderr
+    meta, at_ckpt = read_checkpoint_meta(tmp_path / "ckpt", with_model=True)
+    assert meta["epoch"] == 2 and meta["global_step"] == 64 and meta["batch_size"] == 2
+    if how == "batch":
+        s = ok(dist_train("--config", cfg, "--resume", tmp_path / "ckpt", "--batch-size", "4"))
+    else:
+        s = ok(dist_train("--config", cfg, "--resume", tmp_path / "ckpt", ranks=2))
+    assert s["global_batch"] == 4 and s["steps"] == 64 + 2 * 16
+    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [l["epoch"] for l in lines] == [1, 2, 3, 4]
+    peak = 0.05 * 4 / 64
+    for l in lines[2:]:  # the lr of each epoch's last step (16 steps per epoch now)
+        assert l["lr"] == pytest.approx(cosine_lr(l["epoch"] - 1 + 15 / 16, 4, peak, 0.5), rel=1e-9)
+    assert lines[2]["lr"] > 0.15 * peak  # before the fix: 0 (the schedule thought training had ended)
+    before = {t.name: numpy_helper.to_array(t) for t in at_ckpt.graph.initializer}
+    after = weights(tmp_path / "trained.onnx")
+    assert all(not np.array_equal(before[k], after[k]) for k in ("c1.w", "c2.w", "fc.w"))
+
+
+def test_resume_with_nothing_left_to_train(tmp_path):
+    cfg = config(tmp_path, data=small_idx(tmp_path, 64), epochs=2, final_polish_epochs=0, max_steps_per_epoch=2)
+    ok(dist_train("--config", cfg))
+    (tmp_path / "trained.onnx").unlink()
+    for epochs in ("2", "1"):
+        p = dist_train("--config", cfg, "--resume", tmp_path / "ckpt", "--epochs", epochs)
+        assert p.returncode == 1, p.stderr
+        assert f"is at epoch 2; --epochs {epochs} leaves nothing to train" in p.stderr
+        assert not (tmp_path / "trained.onnx").exists()
+
+
+def test_short_run_clamps_final_polish(tmp_path):
+    cfg = config(tmp_path, data=small_idx(tmp_path, 64), final_polish_epochs=2, max_steps_per_epoch=2)
+    p = dist_train("--config", cfg, "--epochs", "1")
+    s = ok(p)
+    assert s["epochs"] == 1
+    assert "final_polish_epochs 2 clamped to 0 (epochs 1)" in p.stderr
+    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [l["final_polish"] for l in lines] == [False]
+    p = dist_train("--config", cfg, "--epochs", "3", "--print-config")
+    assert json.loads(p.stdout)["final_polish_epochs"] == 2 and "clamped" not in p.stderr
+
+
+def test_output_folders_are_created_before_any_work(tmp_path):
+    out = tmp_path / "runs" / "a"
+    cfg = config(tmp_path, data=small_idx(tmp_path, 64), epochs=1, final_polish_epochs=0, max_steps_per_epoch=2,
+                 output=str(out / "model" / "trained.onnx"), metrics=str(out / "logs" / "metrics.jsonl"),
+                 checkpoint={"path": str(out / "ckpt" / "c.ckpt")})
+    ok(dist_train("--config", cfg, ranks=2))
+    onnx.checker.check_model(onnx.load(out / "model" / "trained.onnx"))
+    assert len((out / "logs" / "metrics.jsonl").read_text().splitlines()) == 1
+    assert read_checkpoint_meta(out / "ckpt" / "c.ckpt")["epoch"] == 1
+    # A path component that is a file: exit 3 naming it, before training (no metrics written).
+    (tmp_path / "file").write_text("x")
+    p = dist_train("--config", cfg, "--metrics", tmp_path / "m.jsonl", "-o", tmp_path / "file" / "t.onnx")
+    assert p.returncode == 3 and f"'{tmp_path / 'file'}' exists and is not a folder" in p.stderr, p.stderr
+    assert not (tmp_path / "m.jsonl").exists()
 
 
 def test_truncated_corrupt_and_empty_inputs(tmp_path):

@@ -1,24 +1,52 @@
-"""huffgpu-encode / huffgpu-decode as a user runs them: files, pipes, flags, bad input."""
+"""huffgpu-encode / huffgpu-decode as a user runs them: files, pipes, flags, bad input.
+
+Needs only the Python standard library and pytest (no onnx, no numpy): scripts/gpu-check.sh runs
+it against the codec-only build on the GPU machine too, where --device auto picks the GPU."""
+import glob
 import gzip
 import hashlib
 import json
 import os
 import pty
+import random
+import re
 import signal
+import stat
 import struct
 import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
-from hpcnn_test import tool
-
+BIN_DIR = os.environ.get("HPCNN_BIN_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 FILES = ["alice29.txt", "html", "geo.protodata", "kppkn.gtb", "fireworks.jpeg"]
-FASHION = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
-ENC, DEC = tool("huffgpu-encode"), tool("huffgpu-decode")
+FASHION = os.environ.get("HPCNN_FASHION_MNIST", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+ENC, DEC = (os.path.join(BIN_DIR, t, t) for t in ("huffgpu-encode", "huffgpu-decode"))
+
+
+def fashion_images():
+    if not os.path.exists(FASHION):
+        pytest.skip(f"no Fashion-MNIST training images at {FASHION} (dataset-fashion-mnist; or set HPCNN_FASHION_MNIST)")
+    return gzip.open(FASHION).read()
+
+
+def gpu_visible():
+    """Whether a CUDA device is visible to this process, decided without our tools. The rule:
+    CUDA_VISIBLE_DEVICES set to an empty list or starting with -1 hides every device (as the CUDA
+    runtime reads it); otherwise a device node /dev/nvidia<N>, or a "GPU <n>: ..." line from
+    `nvidia-smi -L`, shows one."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and (cvd.strip() == "" or cvd.strip().startswith("-1")):
+        return False
+    if glob.glob("/dev/nvidia[0-9]*"):
+        return True
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(line.startswith("GPU ") for line in out.splitlines())
 
 
 def run(args, data=None, check=True):
@@ -48,7 +76,7 @@ def test_real_files_round_trip(name, tmp_path):
 
 
 def test_fashion_mnist_images_round_trip():
-    images = gzip.open(FASHION).read()
+    images = fashion_images()
     assert len(images) == 47040016
     enc = encode(images)
     assert len(enc) < len(images)
@@ -57,7 +85,7 @@ def test_fashion_mnist_images_round_trip():
 
 
 def test_same_bytes_for_every_thread_count():
-    data = gzip.open(FASHION).read()[:20_000_000]
+    data = fashion_images()[:20_000_000]
     outs = {hashlib.sha256(encode(data, "-T", t)).hexdigest() for t in (1, 2, 3, 4, 0)}
     assert len(outs) == 1
     enc = encode(data, "-T", 1)
@@ -76,7 +104,7 @@ def test_pipes_and_settings(flags):
 
 
 @pytest.mark.parametrize("data", [b"", b"x", b"ab", b"\0" * 100000, bytes(range(256)) * 3, b"abc" * 3 + b"d",
-                                  np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()],
+                                  random.Random(0).randbytes(1 << 20)],
                          ids=["empty", "one", "two", "zeros", "all256", "odd", "random"])
 def test_edge_cases(data):
     enc = encode(data)
@@ -150,9 +178,33 @@ def test_refuses_binary_output_to_a_terminal(tmp_path):
 
 
 def test_device_option():
-    assert decode(encode(b"abc" * 100, "--device", "auto")) == b"abc" * 100
-    p = run([ENC, "-c", "--device", "cuda"], b"abc", check=False)
-    assert p.returncode == 5 and b"CUDA" in p.stderr
+    data = open(os.path.join(DATA, "alice29.txt"), "rb").read()
+    assert decode(encode(data, "--device", "auto")) == data
+    p = run([ENC, "-c", "--device", "cuda"], data, check=False)
+    if not gpu_visible() or b"this build has no CUDA codec" in p.stderr:
+        # No device (see gpu_visible for the rule), or a build without the CUDA codec: exit 5.
+        assert p.returncode == 5 and p.stdout == b"", p.stderr
+        assert b"huffgpu-encode: error: --device cuda: " in p.stderr and b"CUDA" in p.stderr, p.stderr
+    else:
+        # A visible GPU: the CUDA codec writes the CPU codec's bytes, and its decoder reads them.
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == encode(data, "--device", "cpu")
+        assert decode(p.stdout, "--device", "cuda") == data
+
+
+def test_log_lines_only_under_v():
+    """A plain run writes nothing on stderr (also when --device auto falls back to the CPU); the
+    fallback and its reason are logged under -v."""
+    data = open(os.path.join(DATA, "html"), "rb").read()
+    p = run([ENC, "-c"], data)
+    assert p.stderr == b""
+    assert run([DEC, "-c"], p.stdout).stderr == b""
+    falls_back = run([ENC, "-c", "--device", "cuda"], b"x", check=False).returncode != 0
+    if not gpu_visible():
+        assert falls_back
+    for tool_, input_ in ((ENC, data), (DEC, p.stdout)):
+        v = run([tool_, "-c", "-v"], input_).stderr.decode()
+        assert bool(re.search(r"--device auto: .+; using the CPU codec", v)) == falls_back, v
 
 
 def test_help_and_version():
@@ -195,10 +247,10 @@ def test_truncated_streams(tmp_path, stream):
 
 def test_flipped_bits_decode_or_fail(tmp_path, stream):
     data, enc = stream
-    rng = np.random.default_rng(5)
-    for pos in rng.integers(0, len(enc), 60):
+    rng = random.Random(5)
+    for _ in range(60):
         bad = bytearray(enc)
-        bad[pos] ^= 1 << int(rng.integers(0, 8))
+        bad[rng.randrange(len(enc))] ^= 1 << rng.randrange(8)
         p = run([DEC, "-c"], bytes(bad), check=False)
         if p.returncode == 0:
             assert p.stdout == data  # e.g. a padding bit
@@ -231,16 +283,103 @@ def test_gap_entry_out_of_range(tmp_path, stream):
     fails(tmp_path, bytes(bad), "chunk 0")
 
 
-def test_sigterm_leaves_no_temporary_file(tmp_path):
-    gen = subprocess.Popen([sys.executable, "-c", "import sys\nwhile True: sys.stdout.buffer.write(b'abcdefgh' * 100000)"],
-                           stdout=subprocess.PIPE)
-    enc = subprocess.Popen([ENC, "-o", str(tmp_path / "out.huf")], stdin=gen.stdout, stderr=subprocess.PIPE)
-    time.sleep(1.0)
-    enc.send_signal(signal.SIGTERM)
-    enc.wait(timeout=30)
-    gen.kill()
-    assert enc.returncode != 0
-    assert os.listdir(tmp_path) == []
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_removes_the_temporary_file(tmp_path, sig):
+    """The encoder reads a named pipe that the test keeps open (so it waits for more input with its
+    temporary output open); once that file is there, the signal must run the clean-up: death by
+    the signal, no temporary file, no output, the input untouched."""
+    fifo, out_dir = tmp_path / "in", tmp_path / "out"
+    os.mkfifo(fifo)
+    out_dir.mkdir()
+    writer = os.open(fifo, os.O_RDWR)  # a writer that stays: the encoder's read blocks, never sees EOF
+    try:
+        enc = subprocess.Popen([ENC, "-o", out_dir / "x.huf", fifo], stderr=subprocess.PIPE)
+        os.write(writer, b"abcdefgh" * 1000)  # less than a pipe buffer: never blocks
+        deadline = time.monotonic() + 60
+        while not any(re.fullmatch(r"\.x\.huf\.tmp\.\w{6}", n) for n in os.listdir(out_dir)):
+            assert enc.poll() is None, f"the encoder exited {enc.returncode}: {enc.stderr.read()}"
+            assert time.monotonic() < deadline, "no temporary output appeared"
+            time.sleep(0.005)
+        enc.send_signal(sig)
+        enc.wait(timeout=30)
+    finally:
+        os.close(writer)
+    assert enc.returncode == -sig, enc.stderr.read()
+    assert os.listdir(out_dir) == []
+    assert sorted(os.listdir(tmp_path)) == ["in", "out"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+# ---- output permissions, modification times, memory ---------------------------------------------
+def run_with_umask(args, umask, data=None):
+    p = subprocess.run(list(map(str, args)), input=data, capture_output=True, umask=umask)
+    assert p.returncode == 0, (args, p.stderr)
+    return p
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o755, 0o444], ids=oct)
+def test_outputs_keep_mode_and_mtime(tmp_path, mode):
+    """As gzip and zstd: an output gets its input's permission bits (never more, whatever the
+    umask) and modification time, when encoding and when decoding."""
+    src = tmp_path / "a.txt"
+    data = open(os.path.join(DATA, "html"), "rb").read()
+    src.write_bytes(data)
+    os.chmod(src, mode)
+    os.utime(src, ns=(1_600_000_000_000_000_000, 1_500_000_000_123_456_789))
+    for umask in (0o022, 0o077):
+        run_with_umask([ENC, "-f", src], umask)
+        enc = (tmp_path / "a.txt.huf").stat()
+        assert stat.S_IMODE(enc.st_mode) == mode and enc.st_mtime_ns == src.stat().st_mtime_ns
+    os.utime(tmp_path / "a.txt.huf", ns=(1_600_000_000_000_000_000, 1_400_000_000_987_654_321))
+    os.chmod(tmp_path / "a.txt.huf", mode & 0o750)
+    run_with_umask([DEC, tmp_path / "a.txt.huf", "-o", tmp_path / "back"], 0o022)
+    back = (tmp_path / "back").stat()
+    assert stat.S_IMODE(back.st_mode) == mode & 0o750
+    assert back.st_mtime_ns == (tmp_path / "a.txt.huf").stat().st_mtime_ns
+    assert (tmp_path / "back").read_bytes() == data
+    assert stat.S_IMODE(src.stat().st_mode) == mode and src.stat().st_mtime_ns // 10**9 == 1_500_000_000  # input untouched
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077], ids=oct)
+def test_outputs_from_stdin_follow_the_umask(tmp_path, umask):
+    data = b"from a pipe " * 500
+    before = time.time_ns()
+    run_with_umask([ENC, "-o", tmp_path / "s.huf"], umask, data)
+    st = (tmp_path / "s.huf").stat()
+    assert stat.S_IMODE(st.st_mode) == 0o644 & ~umask and st.st_mtime_ns >= before - 10**9
+    run_with_umask([DEC, "-o", tmp_path / "s"], umask, (tmp_path / "s.huf").read_bytes())
+    assert stat.S_IMODE((tmp_path / "s").stat().st_mode) == 0o644 & ~umask
+    assert (tmp_path / "s").read_bytes() == data
+
+
+# Forks and runs argv[1:], then prints its exit code and ru_maxrss (KiB) from os.wait4. A small
+# process of its own: Linux carries the peak RSS of the address space a program was exec'd from
+# into its ru_maxrss, and the test process (vfork'ed by subprocess) may be hundreds of MiB.
+RSS_WRAPPER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)"""
+
+
+def peak_rss_mib(args):
+    """Runs the tool alone; returns its own peak resident set size in MiB."""
+    p = subprocess.run([sys.executable, "-c", RSS_WRAPPER, *map(str, args)], capture_output=True, text=True)
+    code, kib = map(int, p.stdout.split())
+    assert code == 0, p.stderr
+    return kib / 1024
+
+
+def test_memory_follows_the_data(tmp_path):
+    """A 3 KB input with --chunk-size 1G costs kilobytes of buffers, not a gigabyte, when encoding
+    and when decoding (the CPU codec; the CUDA runtime alone takes more than this bound)."""
+    src = tmp_path / "small"
+    data = open(os.path.join(DATA, "alice29.txt"), "rb").read()[:3000]
+    src.write_bytes(data)
+    assert peak_rss_mib([ENC, "--device", "cpu", "--chunk-size", "1G", src]) < 64
+    assert struct.unpack_from("<I", (tmp_path / "small.huf").read_bytes(), 8)[0] == 1 << 30  # the chunk size
+    assert peak_rss_mib([DEC, "--device", "cpu", "-o", tmp_path / "back", tmp_path / "small.huf"]) < 64
+    assert (tmp_path / "back").read_bytes() == data
 
 
 def test_special_and_odd_outputs(tmp_path):

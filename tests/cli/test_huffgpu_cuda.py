@@ -1,4 +1,6 @@
-"""huffgpu-encode / -decode with --device cuda, as a user runs them (needs a CUDA device)."""
+"""huffgpu-encode / -decode with --device cuda, as a user runs them (needs a CUDA device).
+
+Needs only the Python standard library and pytest (the codec-only build on the GPU machine)."""
 import gzip
 import os
 import subprocess
@@ -6,11 +8,10 @@ import sys
 
 import pytest
 
-from hpcnn_test import tool
-
-ENC, DEC = tool("huffgpu-encode"), tool("huffgpu-decode")
+BIN_DIR = os.environ.get("HPCNN_BIN_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
+ENC, DEC = (os.path.join(BIN_DIR, t, t) for t in ("huffgpu-encode", "huffgpu-decode"))
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
-FASHION = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+FASHION = os.environ.get("HPCNN_FASHION_MNIST", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 
 probe = subprocess.run([ENC, "-c", "--device", "cuda"], input=b"x", capture_output=True)
 if probe.returncode != 0:
@@ -36,7 +37,7 @@ def test_same_bytes_as_cpu(name, flags):
 
 def test_fashion_mnist_and_memory_cap():
     if not os.path.exists(FASHION):
-        pytest.skip("dataset-fashion-mnist is not installed")
+        pytest.skip(f"no Fashion-MNIST training images at {FASHION} (dataset-fashion-mnist; or set HPCNN_FASHION_MNIST)")
     data = gzip.open(FASHION).read()
     enc = run([ENC, "-c", "--device", "cuda", "--chunk-size", "8M", "--gpu-memory-cap", "64M"], data)
     assert enc == run([ENC, "-c", "--device", "cpu", "--chunk-size", "8M"], data)

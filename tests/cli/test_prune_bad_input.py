@@ -120,9 +120,18 @@ def test_missing_thresholds_file(model_path, tmp_path):
     fails([model_path, "--thresholds", tmp_path / "none.json"], 3, "none.json", out_dir=tmp_path)
 
 
-def test_output_folder_missing(model_path, tmp_path):
+def test_missing_output_folders_are_created(model_path, tmp_path):
+    """The one output rule of every tool: missing parent folders are created (mkdir -p)."""
+    out, rep = tmp_path / "a" / "b" / "out.onnx", tmp_path / "r" / "rep.json"
+    run("prune-rate", model_path, "--threshold", "0.1", "-o", out, "--report", rep)
+    onnx.checker.check_model(onnx.load(out))
+    assert json.loads(rep.read_text())["output"] == str(out)
+
+
+def test_output_folder_is_a_file(model_path, tmp_path):
+    (tmp_path / "no").write_bytes(b"a file")
     p = run("prune-rate", model_path, "--threshold", "0.1", "-o", tmp_path / "no" / "out.onnx", check=False)
-    assert p.returncode == 3 and str(tmp_path / "no") in p.stderr and p.stdout == ""
+    assert p.returncode == 3 and str(tmp_path / "no") in p.stderr and "not a folder" in p.stderr and p.stdout == ""
 
 
 def test_existing_output_needs_force(model_path, tmp_path):
@@ -182,10 +191,11 @@ def test_report_never_overwrites_the_model_or_output(model_path, tmp_path):
     assert p.returncode == 1 and not out.exists()
 
 
-def test_report_folder_missing_leaves_no_model(model_path, tmp_path):
+def test_report_folder_unusable_leaves_no_model(model_path, tmp_path):
     out = tmp_path / "o.onnx"
+    (tmp_path / "no").write_bytes(b"a file")
     p = run("prune-rate", model_path, "--threshold", "0.1", "-o", out, "--report", tmp_path / "no" / "r.json", check=False)
-    assert p.returncode == 3 and not out.exists() and os.listdir(tmp_path) == ["in"]
+    assert p.returncode == 3 and not out.exists() and sorted(os.listdir(tmp_path)) == ["in", "no"]
 
 
 def test_thresholds_number_overflow(model_path, tmp_path):

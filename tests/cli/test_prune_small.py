@@ -94,6 +94,84 @@ def case_transpose():
     return b.model(b.gemm(g, 6, 3, name="fc"), [1, 3, 6, 6]), [{"c1"}, {"c2"}], {"c1": "Transpose"}
 
 
+# ---- operators with shape-like inputs (Resize, Upsample, Expand, Tile; Shape) -----------------------
+def case_resize_sizes():
+    """Conv(3->8) -> Relu -> Resize to the constant sizes [1,8,16,16] -> Conv(8->4): `sizes`
+    names the channel count and must shrink with c1."""
+    b = Builder(11)
+    x = b.op("Relu", [b.conv("x", 3, 8, name="c1")])
+    sizes = b.const("sizes", np.array([1, 8, 16, 16], dtype=np.int64))
+    x = b.op("Resize", [x, "", "", sizes], mode="nearest")
+    return b.model(b.conv(x, 8, 4, name="c2"), [1, 3, 8, 8]), [{"c1"}, {"c2"}], {"c2": "graph output"}
+
+
+def case_resize_shared_sizes():
+    """One sizes constant read by two Resize nodes whose channels are pruned independently."""
+    b = Builder(12)
+    sizes = b.const("sizes", np.array([1, 8, 8, 8], dtype=np.int64))
+    x = b.op("Resize", [b.op("Relu", [b.conv("x", 3, 8, name="c1")]), "", "", sizes], mode="nearest")
+    x = b.op("Resize", [b.op("Relu", [b.conv(x, 8, 8, name="c2")]), "", "", sizes], mode="nearest")
+    return b.model(b.conv(x, 8, 4, name="c3"), [1, 3, 4, 4]), [{"c1"}, {"c2"}], {"c3": "graph output"}
+
+
+def case_resize_scales(opset=13):
+    """Resize/Upsample by constant scales that leave the channel axis alone (opset 9: Upsample
+    with a scales input; opset 7: Upsample with a scales attribute; 10: Resize with 2 inputs)."""
+    b = Builder(13)
+    x = b.op("Relu", [b.conv("x", 3, 8, name="c1")])
+    scales = [1.0, 1.0, 2.0, 2.0]
+    if opset == 7:
+        x = b.op("Upsample", [x], scales=scales)
+    elif opset < 11:
+        x = b.op("Upsample" if opset < 10 else "Resize", [x, b.const("scales", np.array(scales, dtype=np.float32))])
+    else:
+        x = b.op("Resize", [x, b.const("roi", np.zeros(0, np.float32)), b.const("scales", np.array(scales, np.float32))],
+                 mode="linear")
+    return b.model(b.conv(x, 8, 4, name="c2"), [1, 3, 4, 4], opset=opset), [{"c1"}, {"c2"}], {"c2": "graph output"}
+
+
+def case_expand_tile():
+    """Expand to a constant shape naming the channels (rewritten), Expand to a shape that does not
+    reach the channel axis, and Tile with repeat 1 on the channels."""
+    b = Builder(14)
+    x = b.op("Relu", [b.conv("x", 3, 8, name="c1")])
+    g = b.op("GlobalAveragePool", [x])
+    e1 = b.op("Expand", [g, b.const("shape_full", np.array([1, 8, 4, 4], dtype=np.int64))])
+    e2 = b.op("Expand", [g, b.const("shape_hw", np.array([4, 4], dtype=np.int64))])
+    y = b.op("Mul", [x, b.op("Add", [e1, e2])])
+    y = b.op("Tile", [y, b.const("repeats", np.array([1, 1, 2, 2], dtype=np.int64))])
+    return b.model(b.conv(y, 8, 4, name="c2"), [1, 3, 4, 4]), [{"c1"}, {"c2"}], {"c2": "graph output"}
+
+
+def case_shape_input_fixed(kind):
+    """Shape-like inputs that change the channel count or are not constant: c1 is never pruned,
+    c0 before it still is. (A pooled head, so that the MAC count does not depend on a spatial
+    size that only ONNX's data propagation knows.)"""
+    b = Builder(15)
+    x = b.op("Relu", [b.conv("x", 3, 6, name="c0")])
+    x = b.op("Relu", [b.conv(x, 6, 4, name="c1")])
+    cout = 4
+    if kind == "resize_channel_scale":
+        x = b.op("Resize", [x, "", b.const("scales", np.array([1, 2, 2, 2], np.float32))], mode="nearest")
+        cout, why = 8, "scales the channel axis by 2 ('scales')"
+    elif kind == "tile_channels":
+        x = b.op("Tile", [x, b.const("repeats", np.array([1, 2, 1, 1], np.int64))])
+        cout, why = 8, "scales the channel axis by 2 ('repeats')"
+    elif kind == "resize_sizes_computed":  # from the input's spatial size: not a constant
+        hw = b.op("Slice", [b.op("Shape", ["x"]), b.const("s0", np.array([2], np.int64)), b.const("s1", np.array([4], np.int64))])
+        hw = b.op("Mul", [hw, b.const("two", np.array([2], np.int64))])
+        sizes = b.op("Concat", [b.const("nc", np.array([1, 4], np.int64)), hw], axis=0)
+        x = b.op("Resize", [x, "", "", sizes], mode="nearest")
+        why = "has a shape-like input 'sizes' that is not constant"
+    elif kind == "shape_of_channels":  # sizes computed from the carried tensor's own shape
+        nc = b.op("Slice", [b.op("Shape", [x]), b.const("s0", np.array([0], np.int64)), b.const("s1", np.array([2], np.int64))])
+        sizes = b.op("Concat", [nc, b.const("hw", np.array([12, 12], np.int64))], axis=0)
+        x = b.op("Resize", [x, "", "", sizes], mode="nearest")
+        why = "(Shape) reads their count"
+    head = b.op("Flatten", [b.op("GlobalAveragePool", [b.op("Relu", [x])])])
+    return b.model(b.gemm(head, cout, 3, name="fc"), [1, 3, 6, 6]), [{"c0"}, {"c1"}, {"fc"}], {"c1": why}
+
+
 CASES = {
     "chain_transB1": lambda: case_chain(1),
     "chain_transB0": lambda: case_chain(0),
@@ -107,6 +185,17 @@ CASES = {
     "ir3_initializers_as_inputs": case_ir3_inputs,
     "opset21": case_opset21,
     "transpose_unfollowable": case_transpose,
+    "resize_sizes": case_resize_sizes,
+    "resize_shared_sizes": case_resize_shared_sizes,
+    "resize_scales": lambda: case_resize_scales(13),
+    "resize_opset10": lambda: case_resize_scales(10),
+    "upsample_opset9": lambda: case_resize_scales(9),
+    "upsample_opset7": lambda: case_resize_scales(7),
+    "expand_tile": case_expand_tile,
+    "resize_channel_scale_fixed": lambda: case_shape_input_fixed("resize_channel_scale"),
+    "tile_channels_fixed": lambda: case_shape_input_fixed("tile_channels"),
+    "resize_sizes_computed_fixed": lambda: case_shape_input_fixed("resize_sizes_computed"),
+    "shape_of_channels_fixed": lambda: case_shape_input_fixed("shape_of_channels"),
 }
 
 
@@ -290,3 +379,99 @@ def test_help_and_version():
     from hpcnn_test import run
     assert "--threshold" in run("prune-rate", "--help").stdout
     assert "hpcnn" in run("prune-rate", "--version").stdout
+
+
+def test_resize_sizes_follow_the_pruned_channels(tmp_path):
+    """The Resize fault: 3 of c1's 8 channels removed; the written `sizes` names 5, onnxruntime
+    runs the model, and it computes what the original computes with those filters zeroed."""
+    model, _, _ = case_resize_sizes()
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    report = prune(src, dst, "--rates", "0,0.375", "--threshold", "1000")
+    c1 = next(L for L in report["layers"] if L["name"] == "c1")
+    assert c1["kept_channels"] == 5 and len(c1["removed_channels"]) == 3
+    pruned = onnx.load(dst)
+    resize = next(n for n in pruned.graph.node if n.op_type == "Resize")
+    assert weights_of(pruned)[resize.input[3]].tolist() == [1, 5, 16, 16]
+    (ref,), feeds = ort_run(zero_removed(model, report))
+    (out,), _ = ort_run(str(dst), feeds)
+    assert out.shape == ref.shape == (1, 4, 16, 16)
+    assert_close(out, ref)
+
+
+def test_shared_sizes_constant_gets_a_copy_per_node(tmp_path):
+    model, _, _ = case_resize_shared_sizes()
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    report = prune(src, dst, "--rates", "0,0.25,0.5", "--thresholds", _write(tmp_path / "t.json", '{"c1": 1000}'))
+    kept = {L["name"]: L["kept_channels"] for L in report["layers"]}
+    assert kept["c1"] == 4 and kept["c2"] == 8
+    pruned = onnx.load(dst)
+    W = weights_of(pruned)
+    sizes = [W[n.input[3]].tolist() for n in pruned.graph.node if n.op_type == "Resize"]
+    assert sizes == [[1, 4, 8, 8], [1, 8, 8, 8]]
+    resize = [n.input[3] for n in pruned.graph.node if n.op_type == "Resize"]
+    assert resize[0] != "sizes" and resize[1] == "sizes"  # a fresh copy for c1's Resize only
+    (ref,), feeds = ort_run(zero_removed(model, report))
+    (out,), _ = ort_run(str(dst), feeds)
+    assert_close(out, ref)
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+# ---- values read inside If branches ---------------------------------------------------------------
+def case_if_branches():
+    """s (prunable) -> s2 -> c0 -> c1 -> If: both branches run a Conv on c1's output with main-graph
+    weights; the else branch also reads s2's output with c0's weight."""
+    b = Builder(16)
+    x2 = b.op("Relu", [b.conv(b.op("Relu", [b.conv("x", 3, 6, name="s")]), 6, 3, name="s2")])
+    a = b.op("Relu", [b.conv(x2, 3, 6, name="c0")])
+    r = b.op("Relu", [b.conv(a, 6, 8, name="c1")])
+    wt = b.const("t.weight", b.weight((4, 8, 3, 3)))
+    we = b.const("e.weight", b.weight((4, 8, 3, 3)))
+    f = helper.make_tensor_value_info
+    then_g = helper.make_graph([helper.make_node("Conv", [r, wt], ["t"], name="t", pads=[1] * 4)], "then",
+                               [], [f("t", onnx.TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([
+        helper.make_node("Conv", [r, we], ["e"], name="e", pads=[1] * 4),
+        helper.make_node("Conv", [x2, "c0.weight"], ["q"], name="q", pads=[1] * 4),
+        helper.make_node("ReduceMean", ["q"], ["qm"], name="qm", axes=[1]),
+        helper.make_node("Add", ["e", "qm"], ["e_out"], name="e_add")], "else", [], [f("e_out", onnx.TensorProto.FLOAT, None)])
+    b.nodes.append(helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g))
+    g = helper.make_graph(b.nodes, "g", [f("x", onnx.TensorProto.FLOAT, [1, 3, 6, 6]), f("cond", onnx.TensorProto.BOOL, [])],
+                          [f("y", onnx.TensorProto.FLOAT, [1, 4, 6, 6])], initializer=b.inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def test_channels_read_inside_if_branches_are_never_pruned(tmp_path):
+    model = case_if_branches()
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    report = prune(src, dst, "--rates", "0,0.5", "--threshold", "1000")
+    layers = {L["name"]: L for L in report["layers"]}
+    assert layers["s"]["prunable"] and layers["s"]["kept_channels"] == 3
+    # s2's channels meet the shared weight of c0 first (topological order); the else branch reads them too.
+    for name, why in {"c1": "read inside a subgraph of node 'branch' (If)",
+                      "s2": "constant 'c0.weight' of node 'c0' (Conv) is shared",
+                      "c0": "constant 'c0.weight' of node 'c0' (Conv) is shared"}.items():
+        assert not layers[name]["prunable"] and why in layers[name]["reason"], layers[name]
+        assert layers[name]["kept_channels"] == layers[name]["channels"]
+    pruned = onnx.load(dst)
+    onnx.checker.check_model(pruned, full_check=True)
+    before, after = weights_of(model), weights_of(pruned)
+    for name in ("c0.weight", "c1.weight", "t.weight", "e.weight"):
+        np.testing.assert_array_equal(after[name], before[name])
+    reference = zero_removed(model, report)
+    x = np.random.default_rng(0).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    for cond in (True, False):
+        feeds = {"x": x, "cond": np.array(cond)}
+        (ref,), _ = ort_run(reference, feeds)
+        (out,), _ = ort_run(str(dst), feeds)
+        assert out.shape == (1, 4, 6, 6)
+        assert_close(out, ref)

@@ -55,12 +55,23 @@ TEST_CASE("AtomicFile: refuses an existing target without overwrite", "[core]") 
   fs::remove_all(d);
 }
 
-TEST_CASE("AtomicFile: a missing folder is an I/O error naming it", "[core]") {
+TEST_CASE("AtomicFile: missing folders are created; a file in the path is an I/O error naming it", "[core]") {
+  const fs::path d = fresh_dir();
+  {
+    hpcnn::AtomicFile f(d / "a" / "b" / "x.onnx");
+    f.write("x", 1);
+    f.commit();
+  }
+  CHECK(hpcnn::read_file(d / "a" / "b" / "x.onnx") == "x");
+  { std::ofstream(d / "file") << "not a folder"; }
   try {
-    hpcnn::AtomicFile f("/nonexistent-dir-hpcnn/x.onnx");
+    hpcnn::AtomicFile f(d / "file" / "sub" / "x.onnx");
     FAIL("no error");
   } catch (const hpcnn::Error& e) {
     CHECK(e.kind() == hpcnn::ErrorKind::io);
-    CHECK(std::string(e.what()).find("/nonexistent-dir-hpcnn") != std::string::npos);
+    CHECK(e.exit_code() == 3);
+    CHECK_THAT(e.what(), Catch::Contains("'" + (d / "file").string() + "' exists and is not a folder"));
   }
+  CHECK(hpcnn::read_file(d / "file") == "not a folder");
+  fs::remove_all(d);
 }

@@ -5,9 +5,12 @@
 #include <random>
 
 #include "core/error.h"
+#include "error_check.h"
 #include "huffman/codebook.h"
 
 using namespace hpcnn::huffman;
+using hpcnn::ErrorKind;
+using hpcnn::testing::check_error;
 
 namespace {
 
@@ -110,14 +113,29 @@ TEST_CASE("code-length table round trip and corruption", "[huffman]") {
   size_t used = 0;
   CHECK(read_code_table(buf.data(), buf.size(), 12, &used, "here") == l);
   CHECK(used == buf.size());
-  CHECK_THROWS_AS(read_code_table(buf.data(), buf.size() - 1, 12, &used, "here"), hpcnn::Error);
+  check_error([&] { read_code_table(buf.data(), buf.size() - 1, 12, &used, "here"); }, ErrorKind::bad_input,
+              "truncated code-length table here");
+  check_error([&] { read_code_table(buf.data(), 31, 12, &used, "here"); }, ErrorKind::bad_input, "truncated code-length table here");
   auto bad = buf;
   bad[32] ^= 0x01;  // a length changes: the code is no longer complete
-  CHECK_THROWS_WITH(read_code_table(bad.data(), bad.size(), 12, &used, "in chunk 7"), Catch::Contains("in chunk 7"));
+  check_error([&] { read_code_table(bad.data(), bad.size(), 12, &used, "in chunk 7"); }, ErrorKind::bad_input,
+              "not a complete prefix code in chunk 7");
+  check_error([&] { read_code_table(buf.data(), buf.size(), 2, &used, "in chunk 7"); }, ErrorKind::bad_input,
+              "exceeds the limit 2 in chunk 7");
   auto one = buf;
   std::fill(one.begin(), one.begin() + 32, 0);
   one[0] = 1;
-  CHECK_THROWS_AS(read_code_table(one.data(), one.size(), 12, &used, "here"), hpcnn::Error);
+  check_error([&] { read_code_table(one.data(), one.size(), 12, &used, "here"); }, ErrorKind::bad_input,
+              "code-length table with 1 symbols here");
+}
+
+TEST_CASE("limited_code_lengths refuses one symbol and limits outside 8..16", "[huffman]") {
+  Histogram h{};
+  h['a'] = 5;
+  check_error([&] { limited_code_lengths(h, 12); }, ErrorKind::bad_input, "at least two symbols");
+  h['b'] = 1;
+  check_error([&] { limited_code_lengths(h, 7); }, ErrorKind::usage, "8..16");
+  check_error([&] { limited_code_lengths(h, 17); }, ErrorKind::usage, "8..16");
 }
 
 TEST_CASE("decode tables (single and multi-symbol) agree with bit-by-bit canonical decoding", "[huffman]") {

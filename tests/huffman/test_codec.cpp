@@ -8,10 +8,13 @@
 #include "huffman/codebook.h"
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
+#include "huffman/cpu/stream.h"
 #include "huffman/format.h"
 #include "test_inputs.h"
 
 using namespace hpcnn::huffman;
+using hpcnn::ErrorKind;
+using hpcnn::testing::check_error;
 using testing::header;
 using testing::text_like;
 
@@ -137,30 +140,61 @@ TEST_CASE("the gap array holds the first codeword boundary of every segment", "[
   }
 }
 
-TEST_CASE("corrupted chunks decode correctly or fail naming the chunk", "[huffman]") {
-  const auto in = text_like(100000, 7);
-  const FileHeader fh = header();
-  std::vector<uint8_t> chunk;
-  roundtrip(in, fh, 1, 1, &chunk);
-  std::mt19937_64 rng(11);
-  DecoderScratch s;
-  std::vector<uint8_t> out(in.size());
-  int failures = 0;
-  for (int trial = 0; trial < 400; ++trial) {
-    auto bad = chunk;
-    const size_t pos = rng() % bad.size();
-    bad[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
-    try {
-      const ChunkHeader h = read_chunk_header(bad.data(), fh, 3, 1000);
-      if (h.payload_length + kChunkHeaderSize != bad.size()) throw hpcnn::Error(hpcnn::ErrorKind::bad_input, "in chunk 3 length");
-      decode_chunk(h, bad.data(), fh, 2, out.data(), s, 3, 1000);
-      CHECK(out == in);  // a flip in padding bits changes nothing
-    } catch (const hpcnn::Error& e) {
-      CHECK(std::string(e.what()).find("chunk 3") != std::string::npos);
-      ++failures;
-    }
+TEST_CASE("a corrupted chunk of a stream fails naming that chunk, through decode_stream", "[huffman]") {
+  // Six chunks written by encode_stream; bits flipped in chunk 3 (every byte of its header, every
+  // bit of its payload-length field, random payload bytes) and the whole stream read back by
+  // decode_stream, as huffgpu-decode reads it. Every byte of a chunk is under a check: the 40-byte
+  // header under its XXH32, so a flipped length field is caught in chunk 3 itself and can never
+  // shift the framing onto the bytes of later chunks; the code table, gap array and their padding
+  // under the metadata XXH32; the bitstream by the lane ends, the symbol count, the zero padding
+  // bits and the chunk's XXH3-64. So no flip may decode (not even to the original bytes), and each
+  // must end in ErrorKind::bad_input naming chunk 3 and a byte offset inside it (the header's, or
+  // the payload's for code-table errors); chunks 0-2 are decoded first.
+  const auto in = text_like(110000, 7);
+  const FileHeader fh = header(20000);
+  const auto stream = testing::encode_to_memory(in, fh, 2);
+  const TableEntry c3 = testing::chunk_entry(stream, 3);
+  REQUIRE(testing::chunk_entry(stream, 5).original_length == 10000);
+  REQUIRE(read_chunk_header(stream.data() + c3.offset, fh, 3, c3.offset).mode == ChunkMode::huffman);
+  std::vector<uint8_t> back;
+  auto sink = [&](const uint8_t* p, size_t n) { back.insert(back.end(), p, p + n); };
+  {
+    testing::MemoryFd fd(stream);
+    decode_stream(fd.get(), sink, 2);
+    REQUIRE(back == in);
   }
-  CHECK(failures > 300);
+  std::mt19937_64 rng(11);
+  std::vector<std::pair<size_t, int>> flips;  // (byte within chunk 3, bit)
+  for (size_t b = 0; b < kChunkHeaderSize; ++b) flips.emplace_back(b, static_cast<int>(rng() % 8));
+  for (int bit = 0; bit < 8; ++bit)
+    for (size_t b = 8; b < 12; ++b) flips.emplace_back(b, bit);  // payload length
+  for (int k = 0; k < 200; ++k) flips.emplace_back(kChunkHeaderSize + rng() % (c3.stored_length - kChunkHeaderSize), static_cast<int>(rng() % 8));
+  for (const auto& [b, bit] : flips) {
+    auto bad = stream;
+    bad[c3.offset + b] ^= static_cast<uint8_t>(1u << bit);
+    testing::MemoryFd fd(bad);
+    back.clear();
+    INFO("bit " << bit << " of byte " << b << " of chunk 3");
+    const std::string msg = check_error([&] { decode_stream(fd.get(), sink, 2); }, ErrorKind::bad_input, "in chunk 3 at byte offset ");
+    CHECK((msg.find(chunk_where(3, c3.offset)) != std::string::npos ||
+           msg.find(chunk_where(3, c3.offset + kChunkHeaderSize)) != std::string::npos));
+    CHECK(back.size() == 3 * 20000u);  // the chunks before, nothing of chunk 3
+  }
+}
+
+TEST_CASE("a Huffman chunk header whose payload cannot hold its bitstream is refused", "[huffman]") {
+  // Refused before a reader sizes its output by the original length (memory follows the data).
+  ChunkHeader h;
+  h.original_length = 1000;
+  h.bit_length = 4001;      // 126 words
+  h.payload_length = 503;
+  uint8_t b[kChunkHeaderSize];
+  write_chunk_header(h, b);
+  check_error([&] { read_chunk_header(b, header(), 2, 99); }, ErrorKind::bad_input,
+              "payload length 503 too short for 4001 bits in chunk 2 at byte offset 99");
+  h.payload_length = 504;
+  write_chunk_header(h, b);
+  CHECK(read_chunk_header(b, header(), 2, 99).payload_length == 504);
 }
 
 TEST_CASE("multi-group decoding: every thread count, and corruption anywhere is caught", "[huffman]") {
@@ -187,12 +221,8 @@ TEST_CASE("multi-group decoding: every thread count, and corruption anywhere is 
     const size_t pos = words_start + (trial % 3) * span / 3 + rng() % (span / 3);
     bad[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
     for (int t : {1, 3}) {
-      try {
-        decode_chunk(h, bad.data(), fh, t, out.data(), s, 5, 77);
-        FAIL("a flipped bitstream bit at " << pos << " decoded without an error");
-      } catch (const hpcnn::Error& e) {
-        CHECK(std::string(e.what()).find("chunk 5") != std::string::npos);
-      }
+      INFO("a flipped bitstream bit at " << pos << ", " << t << " threads");
+      check_error([&] { decode_chunk(h, bad.data(), fh, t, out.data(), s, 5, 77); }, ErrorKind::bad_input, "in chunk 5 at byte offset 77");
     }
   }
 }

@@ -5,11 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <memory>
 #include <random>
 
 #include "core/error.h"
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
+#include "huffman/cpu/stream.h"
 #include "huffman/cuda/codec.h"
 #include "test_inputs.h"
 
@@ -37,28 +39,49 @@ TEST_CASE("CUDA encoder writes the CPU encoder's bytes; each decoder reads the o
         }
 }
 
-TEST_CASE("CUDA decoder rejects corrupt chunks naming the chunk", "[cuda]") {
-  cuda::Codec gpu;
-  const auto in = text_like(300000, 9);
-  const FileHeader fh = header();
-  std::vector<uint8_t> chunk, out(in.size());
-  encode_chunk(in.data(), in.size(), fh, 1, chunk);
-  std::mt19937_64 rng(5);
-  int failures = 0;
-  for (int trial = 0; trial < 200; ++trial) {
-    auto bad = chunk;
-    bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
-    try {
-      const ChunkHeader h = read_chunk_header(bad.data(), fh, 4, 100);
-      if (h.payload_length + kChunkHeaderSize != bad.size()) throw hpcnn::Error(hpcnn::ErrorKind::bad_input, "in chunk 4 length");
-      gpu.decode_chunk(h, bad.data(), fh, out.data(), 4, 100);
-      CHECK(out == in);
-    } catch (const hpcnn::Error& e) {
-      CHECK(std::string(e.what()).find("chunk 4") != std::string::npos);
-      ++failures;
+TEST_CASE("CUDA decoder: a corrupted chunk of a stream fails naming that chunk", "[cuda]") {
+  // As the CPU test "a corrupted chunk of a stream fails naming that chunk" (test_codec.cpp), with
+  // decode_stream calling the CUDA decoder for every chunk, as huffgpu-decode --device cuda does:
+  // every byte of a chunk is under a check (header XXH32, metadata XXH32, segment ends, symbol
+  // count, padding bits, XXH3-64), so every flip in chunk 4 must end in ErrorKind::bad_input
+  // naming chunk 4 at its header's or payload's byte offset, never in a decode, and never in an
+  // error blamed on a later chunk.
+  auto gpu = std::make_shared<cuda::Codec>();
+  ChunkCodec codec = cpu_codec(1);
+  codec.decode = [gpu](const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, uint8_t* out, uint64_t index,
+                       uint64_t offset) { gpu->decode_chunk(h, chunk, fh, out, index, offset); };
+  const auto in = text_like(350000, 9);
+  for (bool gaps : {true, false}) {
+    const FileHeader fh = header(60000, 8, gaps);
+    const auto stream = testing::encode_to_memory(in, fh, 1);
+    const TableEntry c4 = testing::chunk_entry(stream, 4);
+    REQUIRE(read_chunk_header(stream.data() + c4.offset, fh, 4, c4.offset).mode == ChunkMode::huffman);
+    std::vector<uint8_t> back;
+    auto sink = [&](const uint8_t* p, size_t n) { back.insert(back.end(), p, p + n); };
+    {
+      testing::MemoryFd fd(stream);
+      decode_stream(fd.get(), sink, codec);
+      REQUIRE(back == in);
+    }
+    std::mt19937_64 rng(5);
+    std::vector<std::pair<size_t, int>> flips;  // (byte within chunk 4, bit)
+    for (size_t b = 0; b < kChunkHeaderSize; ++b) flips.emplace_back(b, static_cast<int>(rng() % 8));
+    for (int bit = 0; bit < 8; ++bit)
+      for (size_t b = 8; b < 12; ++b) flips.emplace_back(b, bit);  // payload length
+    for (int k = 0; k < 150; ++k) flips.emplace_back(kChunkHeaderSize + rng() % (c4.stored_length - kChunkHeaderSize), static_cast<int>(rng() % 8));
+    for (const auto& [b, bit] : flips) {
+      auto bad = stream;
+      bad[c4.offset + b] ^= static_cast<uint8_t>(1u << bit);
+      testing::MemoryFd fd(bad);
+      back.clear();
+      INFO("bit " << bit << " of byte " << b << " of chunk 4, gap arrays " << gaps);
+      const std::string msg =
+          hpcnn::testing::check_error([&] { decode_stream(fd.get(), sink, codec); }, hpcnn::ErrorKind::bad_input, "in chunk 4 at byte offset ");
+      CHECK((msg.find(chunk_where(4, c4.offset)) != std::string::npos ||
+             msg.find(chunk_where(4, c4.offset + kChunkHeaderSize)) != std::string::npos));
+      CHECK(back.size() == 4 * 60000u);  // the chunks before, nothing of chunk 4
     }
   }
-  CHECK(failures > 150);
 }
 
 int main(int argc, char** argv) {

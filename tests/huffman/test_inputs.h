@@ -1,11 +1,18 @@
-// Inputs shared by the CPU and CUDA codec tests: the edge cases the huffgpu issue lists.
+// Inputs shared by the CPU and CUDA codec tests: the edge cases the huffgpu issue lists, and
+// whole streams in memory. Errors are checked with hpcnn::testing::check_error (error_check.h).
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "../error_check.h"
+#include "huffman/cpu/stream.h"
 #include "huffman/format.h"
 
 namespace hpcnn::huffman::testing {
@@ -55,4 +62,37 @@ inline std::vector<std::vector<uint8_t>> edge_case_inputs() {
   return inputs;
 }
 
+// A file descriptor reading `data` from its start (a memfd), for encode_stream/decode_stream.
+class MemoryFd {
+ public:
+  explicit MemoryFd(const std::vector<uint8_t>& data) : fd_(::memfd_create("huffgpu-test", 0)) {
+    REQUIRE(fd_ >= 0);
+    REQUIRE(::write(fd_, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+    REQUIRE(::lseek(fd_, 0, SEEK_SET) == 0);
+  }
+  ~MemoryFd() { ::close(fd_); }
+  MemoryFd(const MemoryFd&) = delete;
+  MemoryFd& operator=(const MemoryFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The whole stream encode_stream writes for `in`.
+inline std::vector<uint8_t> encode_to_memory(const std::vector<uint8_t>& in, const FileHeader& fh, int threads) {
+  MemoryFd fd(in);
+  std::vector<uint8_t> stream;
+  encode_stream(fd.get(), [&](const uint8_t* p, size_t n) { stream.insert(stream.end(), p, p + n); }, fh, threads);
+  return stream;
+}
+
+// Chunk k's entry in the chunk table at the end of a stream (offset and stored length).
+inline TableEntry chunk_entry(const std::vector<uint8_t>& stream, uint64_t k) {
+  const Trailer tr = read_trailer(stream.data() + stream.size() - kTrailerSize, stream.size() - kTrailerSize);
+  REQUIRE(k < tr.chunk_count);
+  return read_table_entry(stream.data() + tr.table_offset + k * kTableEntrySize);
+}
+
 }  // namespace hpcnn::huffman::testing
+

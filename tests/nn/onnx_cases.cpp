@@ -2,7 +2,8 @@
 // {input,output}_K.pb) through the training engine (nn::Model) and compares every output with
 // the expected one: |got - exp| <= 1e-5 + 1e-4 * |exp| elementwise, same shape, NaN == NaN.
 //
-//   onnx_cases [--gradcheck] [--ops Conv,Relu,...] [--samples N] [--threads N] [-v] DIR...
+//   onnx_cases [--gradcheck] [--ops Conv,Relu,...] [--samples N] [--threads N] [-v]
+//              [--expect FILE | --write-expect FILE] DIR...
 //
 // DIR is a case folder or a folder of case folders (scripts/export_onnx_node_tests.py and
 // scripts/make_model_cases.py write them). A case counts as
@@ -36,6 +37,15 @@
 // Prints a per-operator table (operator = the case's one operator type besides Constant;
 // "(model) GRAPH-NAME" for graphs of several) and one line per unsupported/failed case. Exit status 1 when
 // a case or gradient check failed, 2 on usage errors or when no case was found.
+//
+// --expect FILE: the committed outcome of every case (tests/data/conformance/*.json): forward
+// "pass" or "unsupported" with its reason, and with --gradcheck "pass" or "skipped" with its
+// reason. Any difference fails the run (exit 1), in either direction: a supported case that
+// regresses to unsupported, an unsupported one that now passes (update the file), a changed
+// reason, a case that appeared, or (when whole suite folders are given and no --ops filter) an
+// expected case that is gone. Reasons are compared with the case folder written as "CASE".
+// --write-expect FILE: records the outcomes of this run into FILE (cases not run keep their
+// entries; gradcheck outcomes are written only with --gradcheck); refused when a case failed.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -79,6 +89,7 @@ struct Options {
   int samples = 64;
   int threads = 0;
   bool verbose = false;
+  std::string expect, write_expect;
   std::vector<std::string> dirs;
 };
 
@@ -86,7 +97,7 @@ enum class Status { passed, failed, unsupported };
 enum class GradStatus { none, passed, failed, skipped };
 
 struct Result {
-  std::string name, op;
+  std::string name, op, dir;
   Status status = Status::passed;
   std::string reason;
   GradStatus grad = GradStatus::none;
@@ -389,6 +400,7 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
 Result run_case(const fs::path& dir, const Options& opt) {
   Result res;
   res.name = dir.filename().string();
+  res.dir = dir.string();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Tensor> first_inputs;
   onnx::ModelProto proto;
@@ -488,9 +500,81 @@ void describe_suite(const std::vector<std::string>& dirs) {
   }
 }
 
+// ---- committed expectations -------------------------------------------------------------------
+std::string portable(std::string reason, const std::string& dir) {
+  for (size_t p; !dir.empty() && (p = reason.find(dir)) != std::string::npos;) reason.replace(p, dir.size(), "CASE");
+  return reason;
+}
+
+nlohmann::ordered_json outcome(const Result& r, bool gradcheck) {
+  nlohmann::ordered_json o;
+  o["forward"] = r.status == Status::passed ? "pass" : r.status == Status::unsupported ? "unsupported" : "FAILED";
+  if (r.status != Status::passed) o["reason"] = portable(r.reason, r.dir);
+  if (gradcheck && r.grad != GradStatus::none) {
+    o["gradcheck"] = r.grad == GradStatus::passed ? "pass" : r.grad == GradStatus::skipped ? "skipped" : "FAILED";
+    if (r.grad == GradStatus::skipped) o["gradcheck_reason"] = portable(r.grad_reason, r.dir);
+  }
+  return o;
+}
+
+nlohmann::ordered_json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Mismatch("cannot read " + path);
+  return nlohmann::ordered_json::parse(in);
+}
+
+// Differences between this run and the committed expectations (empty: all as expected).
+std::vector<std::string> compare_expectations(const std::vector<Result>& results, const Options& opt,
+                                              bool whole_suites) {
+  const auto want = read_json_file(opt.expect).at("cases");
+  std::vector<std::string> diffs;
+  std::set<std::string> seen;
+  for (const auto& r : results) {
+    seen.insert(r.name);
+    const auto got = outcome(r, opt.gradcheck);
+    if (!want.contains(r.name)) {
+      diffs.push_back(r.name + ": not in " + opt.expect + " (got " + got.dump() + ")");
+      continue;
+    }
+    const auto& w = want.at(r.name);
+    for (const char* key : {"forward", "reason"})
+      if (w.value(key, std::string()) != got.value(key, std::string()))
+        diffs.push_back(r.name + ": " + key + " expected '" + w.value(key, std::string()) + "', got '" +
+                        got.value(key, std::string()) + "'");
+    if (opt.gradcheck)
+      for (const char* key : {"gradcheck", "gradcheck_reason"})
+        if (w.value(key, std::string()) != got.value(key, std::string()))
+          diffs.push_back(r.name + ": " + key + " expected '" + w.value(key, std::string()) + "', got '" +
+                          got.value(key, std::string()) + "'");
+  }
+  if (whole_suites && opt.ops.empty())
+    for (const auto& [name, w] : want.items())
+      if (!seen.count(name)) diffs.push_back(name + ": expected (" + w.dump() + ") but no such case was found");
+  return diffs;
+}
+
+void write_expectations(const std::vector<Result>& results, const Options& opt) {
+  nlohmann::ordered_json all = {{"about", "expected outcome of every conformance case: tests/nn/onnx_cases.cpp --expect"},
+                                {"cases", nlohmann::ordered_json::object()}};
+  if (fs::exists(opt.write_expect)) all = read_json_file(opt.write_expect);
+  std::map<std::string, nlohmann::ordered_json> cases;
+  for (const auto& [name, o] : all["cases"].items()) cases[name] = o;
+  for (const auto& r : results) {
+    auto o = outcome(r, opt.gradcheck);
+    if (!opt.gradcheck && cases.count(r.name))
+      for (const char* key : {"gradcheck", "gradcheck_reason"})
+        if (cases[r.name].contains(key)) o[key] = cases[r.name][key];
+    cases[r.name] = o;
+  }
+  all["cases"] = nlohmann::ordered_json::object();
+  for (const auto& [name, o] : cases) all["cases"][name] = o;
+  std::ofstream(opt.write_expect) << all.dump(1) << "\n";
+}
+
 int usage(const char* msg) {
   if (msg) std::cerr << "onnx_cases: " << msg << "\n";
-  std::cerr << "usage: onnx_cases [--gradcheck] [--ops Conv,Relu,...] [--samples N] [--threads N] [-v] DIR...\n";
+  std::cerr << "usage: onnx_cases [--gradcheck] [--ops Conv,Relu,...] [--samples N] [--threads N] [-v]\n"
+               "                  [--expect FILE | --write-expect FILE] DIR...\n";
   return 2;
 }
 
@@ -516,6 +600,10 @@ int main(int argc, char** argv) {
         if (opt.samples < 1) return usage("--samples must be at least 1");
       } else if (a == "--threads") {
         opt.threads = std::stoi(value());
+      } else if (a == "--expect") {
+        opt.expect = value();
+      } else if (a == "--write-expect") {
+        opt.write_expect = value();
       } else if (a == "-v" || a == "--verbose") {
         opt.verbose = true;
       } else if (a == "-h" || a == "--help") {
@@ -617,7 +705,32 @@ int main(int argc, char** argv) {
         "gradcheck FAILED", [](const Result& r) { return r.grad == GradStatus::failed; },
         [](const Result& r) { return r.grad_reason; });
 
-  const bool failed = total.failed > 0 || total.gfail > 0;
+  bool failed = total.failed > 0 || total.gfail > 0;
+  if (!opt.write_expect.empty()) {
+    if (failed) {
+      std::cout << "\nnot writing " << opt.write_expect << ": a case failed\n";
+    } else {
+      write_expectations(results, opt);
+      std::cout << "\nwrote the outcomes of " << results.size() << " cases into " << opt.write_expect << "\n";
+    }
+  }
+  if (!opt.expect.empty()) {
+    bool whole_suites = true;
+    for (const auto& d : opt.dirs) whole_suites = whole_suites && !fs::exists(fs::path(d) / "model.onnx");
+    std::vector<std::string> diffs;
+    try {
+      diffs = compare_expectations(results, opt, whole_suites);
+    } catch (const std::exception& e) {
+      diffs.push_back(std::string("cannot use the expectations: ") + e.what());
+    }
+    if (!diffs.empty()) {
+      std::cout << "\nDIFFERENT FROM " << opt.expect << " (" << diffs.size() << "):\n";
+      for (const auto& d : diffs) std::cout << "  " << d << "\n";
+      failed = true;
+    } else {
+      std::cout << "\nevery case as expected in " << opt.expect << "\n";
+    }
+  }
   std::cout << "\n"
             << (failed ? "FAILED" : "OK") << ": " << total.passed << " passed, " << total.failed << " failed, "
             << total.unsupported << " unsupported";

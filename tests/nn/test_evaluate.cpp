@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "error_check.h"
 #include "data/npy.h"
 #include "nn/evaluate.h"
 #include "onnx/model.h"
@@ -43,6 +44,9 @@ TEST_CASE("evaluate matches top-k and loss from reference logits", "[nn]") {
   }
   std::vector<int32_t> bad = labels;
   bad[1] = static_cast<int32_t>(K);
-  CHECK_THROWS_AS(nn::evaluate(model, images, bad, 2), Error);
-  CHECK_THROWS_AS(nn::evaluate(model, images, std::span<const int32_t>(labels).subspan(1), 2), Error);
+  hpcnn::testing::check_error([&] { nn::evaluate(model, images, bad, 2); }, hpcnn::ErrorKind::bad_input,
+                              "label " + std::to_string(K) + " of sample 1");
+  hpcnn::testing::check_error([&] { nn::evaluate(model, images, std::span<const int32_t>(labels).subspan(1), 2); },
+                              hpcnn::ErrorKind::bad_input, " labels for ");
+  hpcnn::testing::check_error([&] { nn::evaluate(model, images, labels, 0); }, hpcnn::ErrorKind::usage, "batch size");
 }

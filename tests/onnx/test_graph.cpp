@@ -79,3 +79,58 @@ TEST_CASE("find_constant resolves initializers, Constant and ConstantOfShape", "
   CHECK(find_constant(v, "shape")->kind == ConstantRef::Kind::initializer);
   CHECK_FALSE(find_constant(v, "nothing"));
 }
+
+TEST_CASE("GraphView counts values read inside subgraphs as uses of the node that owns them", "[onnx][graph]") {
+  onnx::GraphProto g;
+  g.add_input()->set_name("x");
+  g.add_input()->set_name("cond");
+  g.add_output()->set_name("z");
+  *g.add_initializer() = make_int64_tensor("w", {1});
+  auto* node = add_node(g, "If", {"cond"}, {"z"}, "if");  // listed before the producer of 'y'
+  add_node(g, "Relu", {"x"}, {"y"}, "relu");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = node->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto& b = *a->mutable_g();
+    b.add_output()->set_name(std::string(branch) + ".out");
+    add_node(b, "Add", {"y", "w"}, {std::string(branch) + ".sum"});  // reads 'y' and 'w' from outside
+    // A nested subgraph reads the branch's own value (not an outer read) and 'x'.
+    auto* inner = add_node(b, "If", {"cond"}, {std::string(branch) + ".out"});
+    auto* ia = inner->add_attribute();
+    ia->set_name("then_branch");
+    ia->set_type(onnx::AttributeProto::GRAPH);
+    ia->mutable_g()->add_output()->set_name(std::string(branch) + ".in");
+    add_node(*ia->mutable_g(), "Sub", {std::string(branch) + ".sum", "x"}, {std::string(branch) + ".in"});
+  }
+  GraphView v(g);
+  CHECK(v.subgraph_reads(0) == std::vector<std::string>{"y", "w", "cond", "x"});
+  CHECK(v.subgraph_reads(1).empty());
+  CHECK(v.topo_order() == std::vector<int>{1, 0});  // the If waits for 'y'
+  REQUIRE(v.consumers("y").size() == 1);
+  CHECK(v.consumers("y")[0].node == 0);
+  CHECK(v.consumers("y")[0].input == Use::subgraph);
+  CHECK(v.consumers("w").size() == 1);
+  CHECK(v.consumers("cond").size() == 2);  // the If's input and the nested If's
+  CHECK(v.consumers("then_branch.sum").empty());
+  CHECK(subgraphs(g.node(0)).size() == 2);
+
+  // An outer read that nothing defines is refused, naming the node.
+  add_node(*node->mutable_attribute(0)->mutable_g(), "Relu", {"gone"}, {"r"});
+  CHECK_THROWS_WITH(GraphView(g), Catch::Contains("node 'if' (If) reads 'gone' inside a subgraph"));
+}
+
+TEST_CASE("constant_doubles reads initializers and Constant values", "[onnx][graph]") {
+  onnx::GraphProto g;
+  *g.add_initializer() = make_int64_tensor("sizes", {1, 8});
+  auto* k = add_node(g, "Constant", {}, {"scales"});
+  auto* a = k->add_attribute();
+  a->set_name("value_floats");
+  a->set_type(onnx::AttributeProto::FLOATS);
+  a->add_floats(1.0f);
+  a->add_floats(2.5f);
+  GraphView v(g);
+  CHECK(*constant_doubles(v, "sizes") == std::vector<double>{1, 8});
+  CHECK(*constant_doubles(v, "scales") == std::vector<double>{1, 2.5});
+  CHECK_FALSE(constant_doubles(v, "nothing"));
+}

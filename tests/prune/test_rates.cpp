@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
+#include "error_check.h"
 #include "prune/rates.h"
 
 using namespace hpcnn::prune;
@@ -39,8 +40,9 @@ TEST_CASE("pruning error and derived rate follow the definition", "[prune]") {
 
 TEST_CASE("a grid must be ascending and inside [0, 1)", "[prune]") {
   CHECK_NOTHROW(validate_rate_grid(default_rate_grid()));
-  CHECK_THROWS_AS(validate_rate_grid({}), hpcnn::Error);
-  CHECK_THROWS_AS(validate_rate_grid({0.5, 0.2}), hpcnn::Error);
-  CHECK_THROWS_AS(validate_rate_grid({0.0, 1.0}), hpcnn::Error);
-  CHECK_THROWS_AS(validate_rate_grid({-0.1}), hpcnn::Error);
+  using hpcnn::testing::check_error;
+  check_error([] { validate_rate_grid({}); }, hpcnn::ErrorKind::usage, "empty");
+  check_error([] { validate_rate_grid({0.5, 0.2}); }, hpcnn::ErrorKind::usage, "strictly ascending");
+  check_error([] { validate_rate_grid({0.0, 1.0}); }, hpcnn::ErrorKind::usage, "outside [0, 1)");
+  check_error([] { validate_rate_grid({-0.1}); }, hpcnn::ErrorKind::usage, "outside [0, 1)");
 }

@@ -2,6 +2,7 @@
 // single process. See configs/README.md for the configuration keys.
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <iostream>
 
@@ -14,10 +15,11 @@
 
 namespace {
 
-volatile std::sig_atomic_t g_signals = 0;
+std::atomic<int> g_signals{0};  // lock-free: safe in a signal handler
+static_assert(std::atomic<int>::is_always_lock_free);
 
 void on_signal(int sig) {
-  if (g_signals++ == 0) {
+  if (g_signals.fetch_add(1) == 0) {
     hpcnn::train::request_stop();  // checkpoint at the next step, then exit 143
     return;
   }
@@ -108,6 +110,8 @@ int main(int argc, char** argv) {
     }
     if (!evaluate.empty() && model.empty()) overrides.emplace_back("model", str(evaluate));
     const hpcnn::train::TrainConfig cfg = hpcnn::train::load_config(config, overrides);
+    if (rank == 0)
+      for (const auto& w : cfg.warnings) spdlog::warn("{}", w);
     if (print_config) {
       if (rank == 0) std::cout << cfg.merged.dump(2) << std::endl;
       return 0;

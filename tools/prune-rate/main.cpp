@@ -69,9 +69,6 @@ int main(int argc, char** argv) {
         o.model = model;
         if (!output.empty()) {
           o.output = output;
-          const auto dir = std::filesystem::path(output).parent_path();
-          if (!dir.empty() && !std::filesystem::is_directory(dir))
-            throw_error(ErrorKind::io, "cannot write '" + output + "': folder '" + dir.string() + "' does not exist");
           std::error_code ec;
           if (std::filesystem::equivalent(model, output, ec))
             throw_error(ErrorKind::usage, "the output '" + output + "' is the input model; choose another path");
@@ -93,13 +90,13 @@ int main(int argc, char** argv) {
           for (const auto& other : {model, output, output.empty() ? std::string() : output + ".data"})
             if (!other.empty() && (fs::equivalent(report_file, other, ec) || fs::path(report_file).lexically_normal() == fs::path(other).lexically_normal()))
               throw_error(ErrorKind::usage, "--report '" + report_file + "' would overwrite '" + other + "'");
-          const auto dir = fs::path(report_file).parent_path();
-          if (!dir.empty() && !fs::is_directory(dir))
-            throw_error(ErrorKind::io, "cannot write '" + report_file + "': folder '" + dir.string() + "' does not exist");
           if (!force && fs::exists(report_file))
             throw_error(ErrorKind::io, "report file '" + report_file + "' already exists (use -f to overwrite)");
         }
 
+        // Missing output folders are created before any work (the rule of every tool).
+        if (o.output) hpcnn::create_parent_folders(*o.output);
+        if (!report_file.empty()) hpcnn::create_parent_folders(report_file);
         const nlohmann::ordered_json report = hpcnn::prune::run_prune_rate(o);
         const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
         if (report_file.empty()) {

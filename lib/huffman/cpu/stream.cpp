@@ -1,7 +1,9 @@
 #include "huffman/cpu/stream.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -28,6 +30,39 @@ size_t read_full(int fd, uint8_t* buf, size_t n) {
   return got;
 }
 
+namespace {
+
+// Bytes a regular file still holds after its read position (0 when unknown: pipes, devices).
+size_t bytes_left(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  const off_t pos = ::lseek(fd, 0, SEEK_CUR);
+  return pos >= 0 && st.st_size > pos ? static_cast<size_t>(st.st_size - pos) : 0;
+}
+
+// Reads up to n bytes into buf[at, at + n) (fewer only at end of input). buf grows only as data
+// arrives, up to at + n: at once to what a regular file still holds (and a byte more, to see its
+// end without growing again), else (pipes) fourfold from 64 KiB, so that memory follows the bytes
+// read (at most 4x of them) rather than a --chunk-size or a length in a header; fourfold rather
+// than twofold halves the copies and fresh pages of the first chunk from a pipe. Once buf is
+// large enough (every chunk after the first), this is one read_full in place: no copy, no
+// clearing.
+size_t read_growing(int fd, std::vector<uint8_t>& buf, size_t at, size_t n) {
+  constexpr size_t kFirst = 64 << 10;
+  size_t got = 0;
+  while (got < n) {
+    if (buf.size() <= at + got)
+      buf.resize(std::min(at + n, std::max({4 * buf.size(), at + kFirst, at + got + bytes_left(fd) + 1})));
+    const size_t want = std::min(at + n, buf.size()) - at - got;
+    const size_t r = read_full(fd, buf.data() + at + got, want);
+    got += r;
+    if (r < want) break;
+  }
+  return got;
+}
+
+}  // namespace
+
 ChunkCodec cpu_codec(int threads) {
   ChunkCodec c;
   c.encode = [threads](const uint8_t* in, size_t n, const FileHeader& fh, std::vector<uint8_t>& out) {
@@ -51,10 +86,10 @@ StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header,
   write_file_header(header, fh);
   sink(fh, sizeof fh);
   st.encoded_bytes += sizeof fh;
-  std::vector<uint8_t> in(header.chunk_size), out;
+  std::vector<uint8_t> in, out;
   std::vector<uint8_t> table;
   for (;;) {
-    const size_t n = read_full(in_fd, in.data(), in.size());
+    const size_t n = read_growing(in_fd, in, 0, header.chunk_size);
     if (n == 0) break;
     codec.encode(in.data(), n, header, out);
     TableEntry e{st.encoded_bytes, static_cast<uint32_t>(out.size()), static_cast<uint32_t>(n)};
@@ -64,7 +99,7 @@ StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header,
     st.encoded_bytes += out.size();
     st.original_bytes += n;
     ++st.chunks;
-    if (n < in.size()) break;
+    if (n < header.chunk_size) break;
   }
   ChunkHeader end;
   end.mode = ChunkMode::end;
@@ -88,10 +123,9 @@ StreamStats decode_stream(int in_fd, const Sink& sink, const ChunkCodec& codec) 
   uint8_t fhb[kFileHeaderSize];
   const FileHeader fh = read_file_header(fhb, read_full(in_fd, fhb, sizeof fhb));
   uint64_t offset = kFileHeaderSize;
-  std::vector<uint8_t> chunk, out(fh.chunk_size);
+  std::vector<uint8_t> chunk(kChunkHeaderSize), out;
   std::vector<TableEntry> seen;
   for (uint64_t index = 0;; ++index) {
-    chunk.resize(kChunkHeaderSize);
     const size_t got = read_full(in_fd, chunk.data(), kChunkHeaderSize);
     if (got < kChunkHeaderSize)
       throw_error(ErrorKind::bad_input, "truncated stream: " + std::string(got ? "partial chunk header" : "no end marker") + " " +
@@ -104,13 +138,16 @@ StreamStats decode_stream(int in_fd, const Sink& sink, const ChunkCodec& codec) 
       offset += kChunkHeaderSize;
       break;
     }
-    chunk.resize(kChunkHeaderSize + h.payload_length);
-    if (read_full(in_fd, chunk.data() + kChunkHeaderSize, h.payload_length) < h.payload_length)
+    if (read_growing(in_fd, chunk, kChunkHeaderSize, h.payload_length) < h.payload_length)
       throw_error(ErrorKind::bad_input, "truncated stream: chunk payload cut short " + chunk_where(index, offset));
+    // The output buffer after the payload was read: original_length <= fh.chunk_size, and at most
+    // 8x the payload of a Huffman chunk (read_chunk_header), so memory follows the data here too.
+    if (out.size() < h.original_length) out.resize(h.original_length);
     codec.decode(h, chunk.data(), fh, out.data(), index, offset);
     sink(out.data(), h.original_length);
-    seen.push_back({offset, static_cast<uint32_t>(chunk.size()), h.original_length});
-    offset += chunk.size();
+    const uint32_t stored = static_cast<uint32_t>(kChunkHeaderSize + h.payload_length);
+    seen.push_back({offset, stored, h.original_length});
+    offset += stored;
     st.original_bytes += h.original_length;
     ++st.chunks;
   }

@@ -2,10 +2,13 @@
 //
 // encode_stream() reads its input in chunks of header.chunk_size bytes (any length, also over
 // 4 GiB, also from a pipe) and hands the encoded bytes to `sink` as they are ready; memory
-// stays at a few chunks. decode_stream() reads chunks in order, decodes each (in parallel over
-// its segments), checks every chunk's checksum, and at the end checks the chunk table and
-// trailer against what it read. Errors: ErrorKind::bad_input naming the chunk and byte offset
-// (truncated stream, corrupt header or tables, checksum mismatch), ErrorKind::io for read errors.
+// stays at a few chunks and follows the data: buffers grow with the bytes actually read (and,
+// when decoding, with each chunk's validated lengths), so a 3 KB input with a 1 GiB chunk size
+// costs kilobytes, not a gigabyte. decode_stream() reads chunks in order, decodes each (in
+// parallel over its segments), checks every chunk's checksum, and at the end checks the chunk
+// table and trailer against what it read. Errors: ErrorKind::bad_input naming the chunk and
+// byte offset (truncated stream, corrupt header or tables, checksum mismatch), ErrorKind::io for
+// read errors.
 #pragma once
 
 #include <cstdint>

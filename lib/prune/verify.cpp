@@ -1,0 +1,95 @@
+#include "prune/verify.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "onnx/graph.h"
+
+namespace hpcnn::prune {
+namespace {
+
+struct Verifier {
+  const onnxu::ShapeMap& now;
+  const onnxu::ShapeMap& before;
+
+  [[noreturn]] static void fail(const std::string& message) {
+    throw_error(ErrorKind::unsupported, "internal error: the pruned model is inconsistent: " + message);
+  }
+
+  // Dim `axis` of `value` (negative: from the end) in `shapes`; -1 when unknown.
+  static int64_t dim_in(const onnxu::ShapeMap& shapes, const std::string& value, int axis) {
+    auto it = shapes.find(value);
+    if (it == shapes.end()) return -1;
+    const int rank = static_cast<int>(it->second.size());
+    if (axis < 0) axis += rank;
+    return axis >= 0 && axis < rank ? it->second[axis] : -1;
+  }
+
+  // Dim of the pruned model; -1 when unknown there and in the input model.
+  int64_t dim(const std::string& who, const std::string& value, int axis) const {
+    const int64_t d = dim_in(now, value, axis);
+    if (d < 0 && dim_in(before, value, axis) >= 0)
+      fail(who + ": shape inference no longer determines dim " + std::to_string(axis) + " of '" + value + "'");
+    return d;
+  }
+
+  static void expect(const std::string& who, const std::string& got_what, int64_t got, const std::string& want_what,
+                     int64_t want) {
+    if (got >= 0 && want >= 0 && got != want)
+      fail(who + " gets " + std::to_string(got) + " " + got_what + ", " + want_what + " expects " + std::to_string(want));
+  }
+
+  void check_node(const onnx::NodeProto& nd, const std::string& who) const {
+    const std::string& op = nd.op_type();
+    if (!nd.domain().empty() && nd.domain() != "ai.onnx") return;
+    auto in = [&](int k) { return k < nd.input_size() ? nd.input(k) : std::string(); };
+    if (op == "Conv" && nd.input_size() >= 2) {
+      const int64_t g = onnxu::attr_int(nd, "group", 1);
+      const int64_t cin_g = dim(who, in(1), 1);
+      expect(who, "input channels ('" + in(0) + "')", dim(who, in(0), 1),
+             "its weight '" + in(1) + "'" + (g != 1 ? " with " + std::to_string(g) + " groups" : ""), cin_g < 0 ? -1 : cin_g * g);
+    } else if (op == "Gemm" && nd.input_size() >= 2) {
+      const bool ta = onnxu::attr_int(nd, "transA", 0) != 0, tb = onnxu::attr_int(nd, "transB", 0) != 0;
+      expect(who, "input features ('" + in(0) + "')", dim(who, in(0), ta ? 0 : 1), "its B '" + in(1) + "'",
+             dim(who, in(1), tb ? 1 : 0));
+    } else if (op == "MatMul" && nd.input_size() >= 2) {
+      auto it = now.find(in(1));
+      const int b_axis = it != now.end() && it->second.size() == 1 ? 0 : -2;
+      expect(who, "input features ('" + in(0) + "')", dim(who, in(0), -1), "its B '" + in(1) + "'", dim(who, in(1), b_axis));
+    } else if (op == "BatchNormalization") {
+      const int64_t c = dim(who, in(0), 1);
+      for (int k = 1; k <= 4 && k < nd.input_size(); ++k)
+        expect(who, "channels ('" + in(0) + "')", c, "its parameter '" + in(k) + "'", dim(who, in(k), 0));
+    }
+  }
+
+  void check_graph(const onnx::GraphProto& g, const std::string& scope) const {
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& nd = g.node(i);
+      const std::string who = "node " + (nd.name().empty() ? "#" + std::to_string(i) : "'" + nd.name() + "'") + " (" +
+                              nd.op_type() + ")" + scope;
+      check_node(nd, who);
+      for (const auto* sg : onnxu::subgraphs(nd)) check_graph(*sg, " in subgraph '" + sg->name() + "' of " + who);
+    }
+  }
+};
+
+}  // namespace
+
+void verify_pruned(const onnx::ModelProto& pruned, const onnxu::ShapeMap& original) {
+  const onnxu::ShapeMap now = onnxu::infer_shapes(pruned, /*declared_outputs=*/false);
+  const Verifier v{now, original};
+  v.check_graph(pruned.graph(), "");
+  for (const auto& o : pruned.graph().output()) {
+    auto b = original.find(o.name());
+    if (b == original.end()) continue;
+    auto a = now.find(o.name());
+    if (a == now.end())
+      Verifier::fail("shape inference no longer determines the shape of graph output '" + o.name() + "'");
+    if (a->second != b->second)
+      Verifier::fail("graph output '" + o.name() + "' has shape " + onnxu::dims_to_string(b->second) +
+                     " in the input model and " + onnxu::dims_to_string(a->second) + " after pruning");
+  }
+}
+
+}  // namespace hpcnn::prune
