@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up from nothing, builds (warnings are errors here, hence in CI), and runs
-# every test (ctest). .ci/run runs this. Prints the time of each part at the end.
+# every test (ctest). .ci/run runs this. In CI (CI set) or with HPCNN_SANITIZE=1 it then runs
+# scripts/sanitize.sh too (AddressSanitizer + UBSan build, ctest -L unit: about 7 more minutes
+# on 2 cores). Prints the time of each part at the end.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 t0=$SECONDS
@@ -8,8 +10,13 @@ bash "$here/scripts/setup.sh"
 t1=$SECONDS
 bash "$here/scripts/build.sh" -DHPCNN_WERROR=ON
 t2=$SECONDS
-cd "${HPCNN_BUILD_DIR:-$here/build}"
 rc=0
-ctest --output-on-failure -j2 --timeout 1500 || rc=$?
-echo "test.sh: set-up $((t1 - t0)) s, build $((t2 - t1)) s, tests $((SECONDS - t2)) s" >&2
+(cd "${HPCNN_BUILD_DIR:-$here/build}" && ctest --output-on-failure -j2 --timeout 1500) || rc=$?
+t3=$SECONDS
+times="set-up $((t1 - t0)) s, build $((t2 - t1)) s, tests $((t3 - t2)) s"
+if [ -n "${CI:-}" ] || [ "${HPCNN_SANITIZE:-0}" = 1 ]; then
+  bash "$here/scripts/sanitize.sh" || rc=$?
+  times="$times, sanitizers $((SECONDS - t3)) s"
+fi
+echo "test.sh: $times" >&2
 exit $rc
