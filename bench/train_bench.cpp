@@ -26,9 +26,10 @@
 #include "core/error.h"
 #include "nn/loss.h"
 #include "nn/model.h"
-#include "nn/sgd.h"
 #include "nn/threads.h"
 #include "onnx/model.h"
+#include "train/gradient_exchange.h"
+#include "train/optimizer.h"
 
 using namespace hpcnn;
 using Clock = std::chrono::steady_clock;
@@ -127,7 +128,10 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = normal(rng);
     std::vector<int32_t> labels;  // drawn once the number of classes is known
     Tensor grad;
-    nn::Sgd sgd(nn::SgdOptions{.lr = lr, .momentum = 0.9f});
+    // The training path of dist-train in one process: fused gradients, then the SGD update.
+    auto comm = dist::make_single_communicator();
+    train::GradientExchange exchange(*comm, train::parameter_layout(model.parameters(), false));
+    train::Optimizer sgd(train::OptimizerOptions{.type = "sgd", .momentum = 0.9f}, exchange.layout());
 
     // Resident memory after loading and after each phase of the first step.
     double rss[4] = {rss_mib(), 0, 0, 0};
@@ -145,7 +149,8 @@ int main(int argc, char** argv) {
       const nn::LossResult r = nn::softmax_cross_entropy(logits, labels, 0.1f, &grad);
       model.backward({grad});
       if (first_step) rss[2] = rss_mib();
-      sgd.step(model.parameters());
+      exchange.exchange(model.parameters(), 1);
+      sgd.step(model.parameters(), exchange.fused(), lr);
       if (first_step) rss[3] = rss_mib();
       first_step = false;
       return r.loss;

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "huffman/cpu/stream.h"
+#include "huffman/stream.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = memfd_create("fuzz", 0);

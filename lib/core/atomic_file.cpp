@@ -42,7 +42,14 @@ void unregister_temp(int slot) {
   if (slot >= 0) g_used[slot].store(false);
 }
 
+std::atomic<void (*)()> g_graceful{nullptr};
+std::atomic<int> g_signals{0};
+
 extern "C" void cleanup_handler(int sig) {
+  if (void (*graceful)() = g_graceful.load(); graceful && g_signals.fetch_add(1) == 0) {
+    graceful();
+    return;
+  }
   for (int i = 0; i < kSlots; ++i)
     if (g_used[i].load()) ::unlink(g_paths[i].data());
   ::signal(sig, SIG_DFL);
@@ -74,23 +81,29 @@ void create_parent_folders(const std::filesystem::path& target) {
                                    "': " + (ec ? ec.message() : std::string("not a folder")));
 }
 
-void install_signal_cleanup() {
+void install_signal_cleanup(void (*graceful_stop)()) {
+  g_graceful.store(graceful_stop);
   struct sigaction sa {};
   sa.sa_handler = cleanup_handler;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
-AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite) : target_(std::move(target)) {
+void check_output_target(const std::filesystem::path& target, bool overwrite) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const auto st = fs::status(target_, ec);
-  if (fs::exists(st)) {
-    if (fs::is_directory(st)) throw_error(ErrorKind::io, "output '" + target_.string() + "' is a directory");
-    if (!fs::is_regular_file(st))
-      throw_error(ErrorKind::io, "output '" + target_.string() + "' is not a regular file (a device or pipe is not replaced; use -c to write to stdout)");
-    if (!overwrite) throw_error(ErrorKind::io, "output file '" + target_.string() + "' already exists (use -f to overwrite)");
-  }
+  const auto st = fs::status(target, ec);
+  if (!fs::exists(st)) return;
+  if (fs::is_directory(st)) throw_error(ErrorKind::io, "output '" + target.string() + "' is a directory");
+  if (!fs::is_regular_file(st))
+    throw_error(ErrorKind::io, "output '" + target.string() +
+                                   "' is not a regular file (a device or pipe is not replaced; use -c to write to stdout)");
+  if (!overwrite) throw_error(ErrorKind::io, "output file '" + target.string() + "' already exists (use -f to overwrite)");
+}
+
+AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite) : target_(std::move(target)) {
+  namespace fs = std::filesystem;
+  check_output_target(target_, overwrite);
   create_parent_folders(target_);
   fs::path dir = target_.parent_path();
   if (dir.empty()) dir = ".";

@@ -24,6 +24,10 @@ namespace hpcnn {
 // naming the folder when one cannot be created or a path component is not a folder.
 void create_parent_folders(const std::filesystem::path& target);
 
+// Whether `target` may be (re)placed by an output file: ErrorKind::io when it is a directory,
+// a device or pipe (never replaced), or exists while !overwrite ("use -f").
+void check_output_target(const std::filesystem::path& target, bool overwrite);
+
 class AtomicFile {
  public:
   // Creates "<dir>/.<name>.tmp.XXXXXX" next to `target` (and the missing folders of <dir>,
@@ -60,8 +64,11 @@ class AtomicFile {
 };
 
 // Installs SIGINT/SIGTERM/SIGHUP handlers that unlink every live AtomicFile's temporary file
-// and then re-raise the signal with its default action.
-void install_signal_cleanup();
+// and then re-raise the signal with its default action. With `graceful_stop` (async-signal-safe,
+// e.g. setting an atomic flag), the first signal calls it instead and the program goes on to
+// stop at a point of its choosing (dist-train: a checkpoint at the next step); a second signal
+// cleans up and ends the process as above.
+void install_signal_cleanup(void (*graceful_stop)() = nullptr);
 
 // Reads a whole file (ErrorKind::io if it cannot be opened or read).
 std::string read_file(const std::filesystem::path& path);

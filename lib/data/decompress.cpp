@@ -10,8 +10,9 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "data/file_io.h"
-#include "huffman/cpu/stream.h"
+#include "huffman/stream.h"
 #include "huffman/format.h"
 
 namespace hpcnn::data {
@@ -145,7 +146,7 @@ FileBytes read_file_decoded(const std::string& path, int threads) {
     try {
       huffman::decode_stream(
           file.fd(), [&](const uint8_t* d, size_t n) { fb.bytes.insert(fb.bytes.end(), d, d + n); },
-          threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+          threads > 0 ? threads : default_thread_count());
     } catch (const Error& e) {
       throw Error(e.kind(), path + ": huffgpu stream: " + e.what());
     }

@@ -2,7 +2,7 @@
 //
 // A file is recognised by its first bytes, never by its name: gzip by 1f 8b (RFC 1952; several
 // concatenated members are one stream, as gzip -d reads them), huffgpu by the container magic
-// "HUFG" (huffman/FORMAT.md; decoded with the CPU codec, huffman/cpu/stream.h). Layers are undone
+// "HUFG" (huffman/FORMAT.md; decoded with the CPU codec, huffman/stream.h). Layers are undone
 // until the bytes are neither: a huffgpu-encoded .idx.gz is decoded, then gunzipped. A huffgpu
 // stream inside gzip is not supported. Decompressed data always lives in memory: there is no
 // random access into compressed files (data/source.h streams only uncompressed files).

@@ -20,6 +20,13 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank among the ranks on its node, and how many ranks the node runs (MPI:
+  // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), not launcher environment variables): the local rank
+  // picks the GPU of a rank, the local size divides the node's cores (core/threads.h).
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  // The node's host name, for messages ("rank 3 on node07").
+  virtual std::string host() const = 0;
   virtual std::string backend() const = 0;  // "mpi" or "single"
   // In-place sums over all ranks.
   virtual void allreduce_sum(float* data, size_t count) = 0;

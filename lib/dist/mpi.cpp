@@ -13,6 +13,13 @@ namespace hpcnn::dist {
 
 namespace {
 
+std::string host_name() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS) return "unknown host";
+  return std::string(name, static_cast<size_t>(len));
+}
+
 void check(int rc, const char* call, int rank) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -34,14 +41,23 @@ class Mpi final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // The ranks that share this node's memory: their number and this rank's place among them.
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_), "MPI_Comm_split_type", rank_);
+    MPI_Comm_rank(node_, &local_rank_);
+    MPI_Comm_size(node_, &local_size_);
+    host_ = host_name();
   }
   ~Mpi() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (!finalized && node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
     if (owner_ && !finalized) MPI_Finalize();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  std::string host() const override { return host_; }
   std::string backend() const override { return "mpi"; }
 
   template <class T>
@@ -75,7 +91,9 @@ class Mpi final : public Communicator {
   }
 
  private:
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  std::string host_;
   bool owner_ = false;
 };
 

@@ -1,15 +1,26 @@
 // The world of one: collectives are no-ops.
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "dist/communicator.h"
 
 namespace hpcnn::dist {
 
 namespace {
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown host";
+  return name;
+}
+
 class Single final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  std::string host() const override { return host_name(); }
   std::string backend() const override { return "single"; }
   void allreduce_sum(float*, size_t) override {}
   void allreduce_sum(double*, size_t) override {}

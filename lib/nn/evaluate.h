@@ -1,11 +1,12 @@
-// hpcnn nn: evaluation entry point used by dist-train, bn-polish and prune-rate: runs a model in
-// inference mode over a labelled dataset and reports top-1/top-5 accuracy and the mean
-// softmax cross-entropy (no label smoothing unless asked).
+// hpcnn nn: the one evaluation path (dist-train's per-epoch test evaluation, --evaluate, and the
+// tools that evaluate a model: prune-rate's data-driven thresholds, bn-polish): a model in
+// inference mode over labelled batches, giving top-1/top-5 accuracy and the mean softmax
+// cross-entropy (no label smoothing unless asked).
 //
-// images: [N, C, H, W] fp32 plain (already normalised as the model expects); labels: N class
-// indices. The model's first output must be logits [B, K]. Batches of `batch_size` (the last
-// one may be smaller). Errors: ErrorKind::bad_input when counts differ or a label is out of
-// range (naming the sample); model errors name the node.
+// images: [B, C, H, W] fp32 plain (already normalised as the model expects); labels: B class
+// indices. The model's first output must be logits [B, K]. EvalSums add up over batches (and
+// over ranks: its four numbers are plain sums). Errors: ErrorKind::bad_input when counts differ
+// or a label is out of range (naming the sample); model errors name the node.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,13 @@
 
 namespace hpcnn::nn {
 
+struct EvalSums {
+  double loss = 0;    // sum over samples of the cross-entropy
+  double top1 = 0;    // correct top-1 predictions
+  double top5 = 0;
+  double count = 0;   // samples
+};
+
 struct EvalResult {
   int64_t samples = 0;
   double top1 = 0;       // fraction in [0, 1]
@@ -22,6 +30,12 @@ struct EvalResult {
   double mean_loss = 0;
 };
 
+// One batch: forward in inference mode, added to `sums`.
+void evaluate_batch(Model& model, const Tensor& images, std::span<const int32_t> labels, EvalSums& sums,
+                    float label_smoothing = 0.0f);
+EvalResult eval_result(const EvalSums& sums);
+
+// A labelled set in memory, in batches of `batch_size` (the last one may be smaller).
 EvalResult evaluate(Model& model, const Tensor& images, std::span<const int32_t> labels, int batch_size,
                     float label_smoothing = 0.0f);
 

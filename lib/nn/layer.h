@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/batchnorm_statistics.h"
 #include "nn/model.h"
 #include "tensor/tensor.h"
 
@@ -56,6 +57,10 @@ class Layer {
   virtual bool trainable_input(int i, const Tensor& init) const { (void)init; return differentiable_input(i); }
   // The input is a BatchNormalization running statistic (a buffer).
   virtual bool buffer_input(int i) const { (void)i; return false; }
+  // BatchNormalization after a training-mode forward: that batch's moments, once (then null).
+  virtual const ChannelMoments* take_batch_moments() { return nullptr; }
+  // BatchNormalization: its momentum (running = momentum * running + (1 - momentum) * batch).
+  virtual float batchnorm_momentum() const { return 0.0f; }
 
  protected:
   [[noreturn]] void throw_unsupported_backward() const;

@@ -145,18 +145,20 @@ class BatchNormLayer : public Layer {
     }
     out[0] = Value::of(ops::batchnorm_training(x, scale, bias, eps_, stats_));
     trained_ = true;
-    const int64_t C = stats_.mean.numel();
-    Tensor rm({C}), rv({C});
-    for (int64_t c = 0; c < C; ++c) {
-      rm.data()[c] = momentum_ * mean.data()[c] + (1 - momentum_) * stats_.mean.data()[c];
-      rv.data()[c] = momentum_ * var.data()[c] + (1 - momentum_) * stats_.var.data()[c];
+    // The batch moments, for the Model to update its running statistics (the buffers are the
+    // Model's: the layer never writes them) or to collect them (nn/batchnorm_statistics.h).
+    moments_ = ChannelMoments::from_sums(stats_.count, stats_.sum, stats_.sum_sq);
+    fresh_moments_ = ctx.mode == Mode::training;
+    if (outputs_ >= 1) {  // opset 14+ outputs: the running statistics after this batch
+      const int64_t C = stats_.mean.numel();
+      Tensor rm({C}), rv({C});
+      for (int64_t c = 0; c < C; ++c) {
+        rm.data()[c] = momentum_ * mean.data()[c] + (1 - momentum_) * stats_.mean.data()[c];
+        rv.data()[c] = momentum_ * var.data()[c] + (1 - momentum_) * stats_.var.data()[c];
+      }
+      out[1] = Value::of(rm);
+      if (outputs_ >= 2) out[2] = Value::of(rv);
     }
-    if (ctx.mode == Mode::training) {  // running statistics are the model's buffers: update in place
-      std::copy(rm.data(), rm.data() + C, const_cast<float*>(mean.data()));
-      std::copy(rv.data(), rv.data() + C, const_cast<float*>(var.data()));
-    }
-    if (outputs_ >= 1) out[1] = Value::of(rm);
-    if (outputs_ >= 2) out[2] = Value::of(rv);
     if (outputs_ >= 3) out[3] = Value::of(stats_.mean.clone());
     if (outputs_ >= 4) out[4] = Value::of(stats_.var.clone());
   }
@@ -169,12 +171,19 @@ class BatchNormLayer : public Layer {
   bool differentiable_input(int i) const override { return i <= 2; }
   bool keeps_input(int i) const override { return i <= 1; }
   bool buffer_input(int i) const override { return i == 3 || i == 4; }
+  const ChannelMoments* take_batch_moments() override {
+    if (!fresh_moments_) return nullptr;
+    fresh_moments_ = false;
+    return &moments_;
+  }
+  float batchnorm_momentum() const override { return momentum_; }
 
  private:
   float eps_, momentum_;
-  bool training_attr_, opset14_, trained_ = false;
+  bool training_attr_, opset14_, trained_ = false, fresh_moments_ = false;
   int outputs_;
   ops::BatchNormStats stats_;
+  ChannelMoments moments_;
 };
 
 // ------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include "nn/model.h"
 
 #include <map>
+#include <utility>
 #include <sstream>
 #include <unordered_map>
 
@@ -45,6 +46,13 @@ struct Model::Impl {
   std::vector<int> first_keep;  // earliest step whose backward needs the value (-1: none)
   std::map<std::string, int> op_counts;
   int folded = 0;
+  std::vector<int> param_first_step;      // per parameter: earliest step whose backward adds to its gradient (-1: none)
+  std::vector<BatchNormLayer> bn_layers;
+  std::vector<int> bn_of_step;            // per step: its index in bn_layers, or -1
+  BatchNormStatistics bn_treatment = BatchNormStatistics::running_update;
+  std::vector<std::vector<ChannelMoments>> bn_deferred;
+  std::vector<ChannelMoments> bn_collected;
+  std::function<void(size_t)> gradient_ready;
 
   // run state
   std::vector<Value> vals;
@@ -64,7 +72,45 @@ struct Model::Impl {
   }
 
   void plan(const onnx::ModelProto& model);
+  // A training-mode forward's moments of batchnorm layer l, treated per bn_treatment.
+  void batch_moments(size_t l, const ChannelMoments& b);
+  void add_param_grad(size_t k, const Tensor& g);
+  void running_update(size_t l, const std::vector<double>& mean, const std::vector<double>& var, bool blend);
 };
+
+void Model::Impl::batch_moments(size_t l, const ChannelMoments& b) {
+  switch (bn_treatment) {
+    case BatchNormStatistics::running_update: running_update(l, b.mean, b.variance(), true); break;
+    case BatchNormStatistics::deferred: bn_deferred.back()[l] = b; break;
+    case BatchNormStatistics::collect:
+      if (bn_collected.size() != bn_layers.size()) bn_collected.assign(bn_layers.size(), {});
+      bn_collected[l].merge(b);
+      break;
+  }
+}
+
+void Model::Impl::add_param_grad(size_t k, const Tensor& g) {
+  if (!g.defined()) return;
+  const Tensor gp = to_layout(g, Layout::plain);
+  Parameter& p = params[k];
+  float* d = p.grad.data();
+  const float* src = gp.data();
+  for (int64_t i = 0; i < p.grad.numel(); ++i) d[i] += src[i];
+}
+
+void Model::Impl::running_update(size_t l, const std::vector<double>& mean, const std::vector<double>& var, bool blend) {
+  const BatchNormLayer& L = bn_layers.at(l);
+  float* rm = buffers[L.mean_buffer].value.data();
+  float* rv = buffers[L.var_buffer].value.data();
+  if (static_cast<int64_t>(mean.size()) != L.channels || static_cast<int64_t>(var.size()) != L.channels)
+    throw_error(ErrorKind::bad_input, "statistics of " + std::to_string(mean.size()) + " channels for " + L.node + " of " +
+                                          std::to_string(L.channels));
+  const float mo = blend ? L.momentum : 0.0f;
+  for (int64_t c = 0; c < L.channels; ++c) {
+    rm[c] = mo * rm[c] + (1 - mo) * static_cast<float>(mean[c]);
+    rv[c] = mo * rv[c] + (1 - mo) * static_cast<float>(var[c]);
+  }
+}
 
 namespace {
 std::string describe(const onnx::NodeProto& node, int index) {
@@ -204,6 +250,33 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
     st.backward = any;
     if (any && !st.out.empty()) requires_grad[st.out[0]] = true;
   }
+  // The earliest step whose backward contributes to each parameter's gradient (backward runs
+  // the steps in reverse, so after that step the gradient is final).
+  std::unordered_map<int, size_t> param_index;
+  for (size_t k = 0; k < param_ids.size(); ++k) param_index[param_ids[k]] = k;
+  param_first_step.assign(param_ids.size(), -1);
+  for (size_t s = steps.size(); s-- > 0;) {
+    if (!steps[s].backward) continue;
+    for (size_t i = 0; i < steps[s].in.size(); ++i) {
+      auto it = param_index.find(steps[s].in[i]);
+      if (it != param_index.end() && steps[s].layer->differentiable_input(static_cast<int>(i)))
+        param_first_step[it->second] = static_cast<int>(s);
+    }
+  }
+  // BatchNormalization steps whose running statistics are this model's buffers.
+  std::unordered_map<int, size_t> buffer_index;
+  for (size_t k = 0; k < buffer_ids.size(); ++k) buffer_index[buffer_ids[k]] = k;
+  bn_of_step.assign(steps.size(), -1);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const auto& st = steps[s];
+    if (st.op != "BatchNormalization" || st.in.size() < 5) continue;
+    auto mean = buffer_index.find(st.in[3]), var = buffer_index.find(st.in[4]);
+    if (mean == buffer_index.end() || var == buffer_index.end()) continue;
+    bn_of_step[s] = static_cast<int>(bn_layers.size());
+    bn_layers.push_back({st.desc, mean->second, var->second, st.layer->batchnorm_momentum(),
+                         buffers[mean->second].value.numel()});
+  }
+
   keep_for_backward.assign(n, false);
   first_keep.assign(n, -1);
   last_use.assign(n, -1);
@@ -281,6 +354,8 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode)
   m.input_shapes.clear();
   for (const Tensor& t : inputs) m.input_shapes.push_back(t.shape());
   const bool training = mode == Mode::training;
+  if (training && m.bn_treatment == BatchNormStatistics::deferred)
+    m.bn_deferred.emplace_back(m.bn_layers.size());
   detail::RunContext ctx;
   ctx.mode = mode;
   ctx.rng = &m.rng;
@@ -294,6 +369,8 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode)
       st.layer->forward(in, out, ctx);
       return 0;
     });
+    if (const ChannelMoments* bm = st.layer->take_batch_moments(); bm && m.bn_of_step[s] >= 0)
+      m.batch_moments(static_cast<size_t>(m.bn_of_step[s]), *bm);
     for (size_t j = 0; j < st.out.size(); ++j) m.vals[st.out[j]] = std::move(out[j]);
     // Release values after their last use unless backward or the caller needs them.
     for (int id : st.in) {
@@ -343,6 +420,7 @@ void Model::backward(const std::vector<Tensor>& output_grads) {
     grads[m.output_ids[k]] = accumulate(grads[m.output_ids[k]], output_grads[k]);
   }
   std::vector<const Value*> in, out;
+  std::vector<bool> announced(m.param_ids.size(), false);
   for (size_t s = m.steps.size(); s-- > 0;) {
     auto& st = m.steps[s];
     if (!st.backward || st.out.empty() || !grads[st.out[0]].defined()) continue;
@@ -363,6 +441,14 @@ void Model::backward(const std::vector<Tensor>& output_grads) {
     for (int id : st.out) grads[id] = Tensor{};
     for (size_t i = 0; i < st.in.size(); ++i)
       if (need[i] && gin[i].defined()) grads[st.in[i]] = accumulate(grads[st.in[i]], gin[i]);
+    // Parameters whose gradient no earlier step adds to: final now.
+    for (size_t k = 0; k < m.param_ids.size(); ++k)
+      if (m.param_first_step[k] == static_cast<int>(s)) {
+        m.add_param_grad(k, grads[m.param_ids[k]]);
+        grads[m.param_ids[k]] = Tensor{};
+        announced[k] = true;
+        if (m.gradient_ready) m.gradient_ready(k);
+      }
     // Release saved activations that no earlier step's backward needs.
     auto release = [&](int id) {
       if (id >= 0 && m.first_keep[id] >= static_cast<int>(s) && !m.pinned[id] && !m.constants[id].defined()) m.vals[id] = Value{};
@@ -370,15 +456,11 @@ void Model::backward(const std::vector<Tensor>& output_grads) {
     for (int id : st.in) release(id);
     for (int id : st.out) release(id);
   }
-  for (size_t k = 0; k < m.param_ids.size(); ++k) {
-    const Tensor& g = grads[m.param_ids[k]];
-    if (!g.defined()) continue;
-    const Tensor gp = to_layout(g, Layout::plain);
-    Parameter& p = m.params[k];
-    float* d = p.grad.data();
-    const float* s = gp.data();
-    for (int64_t i = 0; i < p.grad.numel(); ++i) d[i] += s[i];
-  }
+  for (size_t k = 0; k < m.param_ids.size(); ++k)
+    if (!announced[k]) {  // no step added to it (its step was skipped: no gradient reached it)
+      m.add_param_grad(k, grads[m.param_ids[k]]);
+      if (m.gradient_ready) m.gradient_ready(k);
+    }
   m.in_grads.clear();
   if (m.options.input_grads)
     for (size_t k = 0; k < m.input_ids.size(); ++k) {
@@ -387,6 +469,32 @@ void Model::backward(const std::vector<Tensor>& output_grads) {
     }
   m.vals.clear();
   m.trained_forward = false;
+}
+
+void Model::set_gradient_ready_hook(std::function<void(size_t)> hook) { impl_->gradient_ready = std::move(hook); }
+
+const std::vector<BatchNormLayer>& Model::batchnorm_layers() const { return impl_->bn_layers; }
+
+void Model::set_batchnorm_statistics(BatchNormStatistics treatment) {
+  impl_->bn_treatment = treatment;
+  impl_->bn_deferred.clear();
+  impl_->bn_collected.clear();
+}
+
+std::vector<std::vector<ChannelMoments>> Model::take_batch_moments() { return std::exchange(impl_->bn_deferred, {}); }
+
+std::vector<ChannelMoments> Model::take_collected_moments() {
+  std::vector<ChannelMoments> out = std::exchange(impl_->bn_collected, {});
+  out.resize(impl_->bn_layers.size());
+  return out;
+}
+
+void Model::update_running_statistics(size_t layer, const ChannelMoments& batch) {
+  impl_->running_update(layer, batch.mean, batch.variance(), true);
+}
+
+void Model::set_running_statistics(size_t layer, const ChannelMoments& population) {
+  impl_->running_update(layer, population.mean, population.variance(), false);
 }
 
 void Model::export_weights(onnx::ModelProto& model) const {

@@ -7,10 +7,11 @@
 //
 // forward() runs it in inference mode (BatchNormalization uses running statistics, Dropout is
 // the identity, activations are released after their last use) or training mode
-// (BatchNormalization uses batch statistics and updates running_mean/running_var with the
-// node's momentum; Dropout active; what backward() needs is kept). backward() then
-// accumulates d(loss)/d(parameter) into each Parameter's grad and, if requested, the
-// gradients of the graph inputs.
+// (BatchNormalization uses batch statistics; by default running_mean/running_var are updated
+// with the node's momentum, see set_batchnorm_statistics() for the other treatments; Dropout
+// active; what backward() needs is kept). backward() then accumulates d(loss)/d(parameter) into
+// each Parameter's grad, calling the gradient-ready hook for each parameter as soon as its
+// gradient is final, and, if requested, the gradients of the graph inputs.
 //
 // Inputs and outputs are fp32 tensors in ONNX's logical shapes (NCHW for images) and plain
 // layout; inside, 4-D activations live in nhwc (tensor/tensor.h). Parameters are the float
@@ -23,10 +24,12 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nn/batchnorm_statistics.h"
 #include "tensor/tensor.h"
 
 namespace hpcnn::nn {
@@ -73,6 +76,26 @@ class Model {
   void backward(const std::vector<Tensor>& output_grads);
   // Gradients of the graph inputs from the last backward() (needs options.input_grads).
   const std::vector<Tensor>& input_grads() const;
+
+  // Called by backward() once per parameter (its index in parameters()) as soon as no earlier
+  // node adds to its gradient: Parameter::grad is then final for this backward (a data-parallel
+  // trainer may start sending it while the rest of the backward runs). Parameters that get no
+  // gradient in a backward are announced at its end. Null: no hook.
+  void set_gradient_ready_hook(std::function<void(size_t parameter)> hook);
+
+  // BatchNormalization statistics (nn/batchnorm_statistics.h). The layers whose running
+  // statistics are buffers of this model, in graph order.
+  const std::vector<BatchNormLayer>& batchnorm_layers() const;
+  void set_batchnorm_statistics(BatchNormStatistics treatment);
+  // deferred: the moments recorded since the last call, one entry per training-mode forward,
+  // each with one ChannelMoments per batchnorm_layers() entry; clears them.
+  std::vector<std::vector<ChannelMoments>> take_batch_moments();
+  // collect: the merged moments per batchnorm_layers() entry; clears them.
+  std::vector<ChannelMoments> take_collected_moments();
+  // running = momentum * running + (1 - momentum) * batch (mean; population variance).
+  void update_running_statistics(size_t layer, const ChannelMoments& batch);
+  // running_mean = mean, running_var = population variance of `population`.
+  void set_running_statistics(size_t layer, const ChannelMoments& population);
 
   std::vector<Parameter>& parameters();
   std::vector<Buffer>& buffers();

@@ -8,6 +8,8 @@
 // (PyTorch updates running_var with the unbiased variance; the ONNX convention is kept here.)
 #pragma once
 
+#include <vector>
+
 #include "tensor/tensor.h"
 
 namespace hpcnn::ops {
@@ -16,6 +18,8 @@ struct BatchNormStats {
   Tensor mean;    // [C]
   Tensor var;     // [C], population variance
   Tensor invstd;  // [C], 1 / sqrt(var + epsilon)
+  double count = 0;                // values per channel: N * spatial size
+  std::vector<double> sum, sum_sq; // [C]: the batch's per-channel sums of x and x^2, in double
 };
 
 Tensor batchnorm_inference(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean,

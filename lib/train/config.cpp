@@ -82,7 +82,10 @@ void need(bool ok, const std::string& msg) {
 
 }  // namespace
 
-TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
+namespace {
+
+TrainConfig parse_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
+                         bool require_model) {
   json cfg = default_config();
   if (!path.empty()) {
     std::ifstream in(path);
@@ -166,7 +169,7 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
   c.mask = get<std::string>(cfg, "mask");
   c.max_steps_per_epoch = get<int64_t>(cfg, "max_steps_per_epoch");
 
-  need(!c.model.empty(), "configuration key 'model' (the ONNX model to train) is required");
+  need(!require_model || !c.model.empty(), "configuration key 'model' (the ONNX model to train) is required");
   need(c.epochs >= 1, "epochs must be >= 1");
   need(c.batch_size >= 1, "batch_size must be >= 1");
   need(c.accumulation_steps >= 1, "accumulation_steps must be >= 1");
@@ -196,6 +199,17 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
   need(c.max_steps_per_epoch >= 0, "max_steps_per_epoch must be >= 0");
   c.lr.validate();
   return c;
+}
+
+}  // namespace
+
+TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
+  return parse_config(path, overrides, true);
+}
+
+DataSpec load_data_spec(const std::string& path) {
+  TrainConfig c = parse_config(path, {}, false);
+  return {c.data, c.augmentation};
 }
 
 }  // namespace hpcnn::train

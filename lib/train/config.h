@@ -53,4 +53,13 @@ nlohmann::json default_config();
 // Reads `path` (may be empty: defaults only), applies overrides, validates.
 TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides);
 
+// The data a training configuration describes, for the tools that read training data without
+// training (prune-rate's data-driven thresholds, sparsify-fcl, bn-polish; tools/common's data
+// options): the same file, schema and checks as load_config, except that 'model' is not required.
+struct DataSpec {
+  DataConfig data;
+  AugmentConfig augmentation;
+};
+DataSpec load_data_spec(const std::string& path);
+
 }  // namespace hpcnn::train

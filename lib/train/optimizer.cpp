@@ -6,7 +6,7 @@
 
 namespace hpcnn::train {
 
-Optimizer::Optimizer(OptimizerOptions options, const dist::ParamLayout& layout)
+Optimizer::Optimizer(OptimizerOptions options, const dist::FusedLayout& layout)
     : opt_(std::move(options)), layout_(layout), velocity_(layout.total, 0.0f) {
   if (opt_.type != "sgd" && opt_.type != "lars")
     throw_error(ErrorKind::usage, "optimizer.type '" + opt_.type + "' is not one of: sgd, lars");

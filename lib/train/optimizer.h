@@ -1,5 +1,5 @@
 // hpcnn train: the optimizers of dist-train, updating parameters from the averaged, compacted
-// gradients of dist::GradientExchange. State (momentum) exists only for the positions in the
+// gradients of train::GradientExchange. State (momentum) exists only for the positions in the
 // layout, so a pruned model's zero weights get no state and stay exactly zero.
 //
 //   sgd:  g' = g + wd * w;  v = momentum * v + g';  w -= lr * (nesterov ? g' + momentum * v : v)
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/exchange.h"
+#include "dist/fused_layout.h"
 #include "nn/model.h"
 
 namespace hpcnn::train {
@@ -29,14 +29,14 @@ struct OptimizerOptions {
 
 class Optimizer {
  public:
-  Optimizer(OptimizerOptions options, const dist::ParamLayout& layout);
+  Optimizer(OptimizerOptions options, const dist::FusedLayout& layout);
   // grads: the fused compacted gradients (layout order). Updates params[k].value in place.
   void step(std::vector<nn::Parameter>& params, const std::vector<float>& grads, float lr);
   std::vector<float>& state() { return velocity_; }  // for checkpoints (layout order)
 
  private:
   OptimizerOptions opt_;
-  const dist::ParamLayout& layout_;
+  const dist::FusedLayout& layout_;
   std::vector<float> velocity_;
   std::vector<float> w_, g_;  // scratch: compacted weights / gradients of one tensor
 };

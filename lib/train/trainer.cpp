@@ -10,20 +10,22 @@
 #include <cstdio>
 #include <fstream>
 
-#include "core/atomic_file.h"
+#include "core/threads.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/xxhash.h"
 #include "data/epoch_plan.h"
 #include "data/loader.h"
 #include "data/source.h"
-#include "dist/exchange.h"
+#include "train/gradient_exchange.h"
+#include "nn/evaluate.h"
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/proto_tensor.h"
 #include "nn/threads.h"
 #include "onnx/model.h"
 #include "train/checkpoint.h"
+#include "train/batchnorm_sync.h"
 #include "train/optimizer.h"
 
 namespace hpcnn::train {
@@ -34,21 +36,8 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-int local_ranks(const dist::Communicator& comm) {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
-    if (const char* v = std::getenv(var)) {
-      const int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  return comm.size();
-}
-
 void set_threads(const TrainConfig& cfg, const dist::Communicator& comm) {
-  int n = cfg.threads;
-  if (n == 0) {
-    n = std::max(1, nn::available_cores() / std::max(1, local_ranks(comm)));
-  }
-  nn::set_num_threads(n);
+  nn::set_num_threads(cfg.threads > 0 ? cfg.threads : default_thread_count(comm.local_size()));
   if (cfg.deterministic) omp_set_dynamic(0);  // a fixed team size: bitwise-reproducible reductions
 }
 
@@ -95,13 +84,9 @@ std::shared_ptr<const data::SampleSource> open(const std::string& images, const 
   return data::open_source(f);
 }
 
-struct EvalSums {
-  double loss = 0, top1 = 0, top5 = 0, count = 0;
-};
-
-// Test-set evaluation: each rank runs its shard, the sums are allreduced.
-EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Communicator& comm,
-                       const std::shared_ptr<const data::SampleSource>& test) {
+// Test-set evaluation through nn/evaluate.h: each rank runs its shard, the sums are allreduced.
+nn::EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Communicator& comm,
+                           const std::shared_ptr<const data::SampleSource>& test) {
   data::LoaderOptions o;
   o.mode = data::LoaderMode::evaluate;
   o.batch_size = cfg.eval_batch_size;
@@ -113,32 +98,25 @@ EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Communica
   o.augment_enabled = false;
   data::BatchLoader loader(test, o);
   loader.start_epoch(0);
-  double s[4] = {0, 0, 0, 0};
-  while (auto b = loader.next_batch()) {
-    auto out = model.forward({b->images}, nn::Mode::inference);
-    const auto l = nn::softmax_cross_entropy(out.at(0), b->labels, 0.0f, nullptr);
-    const double n = static_cast<double>(b->labels.size());
-    s[0] += l.loss * n;
-    s[1] += static_cast<double>(l.correct1);
-    s[2] += static_cast<double>(l.correct5);
-    s[3] += n;
-  }
+  nn::EvalSums e;
+  while (auto b = loader.next_batch()) nn::evaluate_batch(model, b->images, b->labels, e);
+  double s[4] = {e.loss, e.top1, e.top5, e.count};
   comm.allreduce_sum(s, 4);
   return {s[0], s[1], s[2], s[3]};
 }
 
-std::map<std::string, Tensor> dense_state(const std::vector<nn::Parameter>& params, const dist::ParamLayout& layout,
+std::map<std::string, Tensor> dense_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
                                           const std::vector<float>& state) {
   std::map<std::string, Tensor> out;
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor t = Tensor::zeros(params[k].value.shape());
-    dist::unpack(layout, k, state.data(), t);
+    dist::unpack(layout, k, state.data(), t.data());
     out[params[k].name] = t;
   }
   return out;
 }
 
-void restore_state(const std::vector<nn::Parameter>& params, const dist::ParamLayout& layout,
+void restore_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
                    const std::map<std::string, Tensor>& saved, std::vector<float>& state, const std::string& path) {
   for (size_t k = 0; k < params.size(); ++k) {
     auto it = saved.find(params[k].name);
@@ -146,7 +124,7 @@ void restore_state(const std::vector<nn::Parameter>& params, const dist::ParamLa
     if (it->second.shape() != params[k].value.shape())
       throw_error(ErrorKind::bad_input, "checkpoint " + path + ": optimizer state of '" + params[k].name + "' has shape " +
                                             shape_to_string(it->second.shape()));
-    dist::pack(layout, k, it->second, state.data());
+    dist::pack(layout, k, it->second.data(), state.data());
   }
 }
 
@@ -172,23 +150,322 @@ Fault read_fault() {
   return f;
 }
 
-class Progress {
+// The training loop of dist-train, in the named steps of a run:
+//   load_model -> build_exchange -> open_data -> restore_position ->
+//   for each epoch: train_epoch (train_step: micro-batches forward/backward, exchange_gradients,
+//   optimizer step, sync_batchnorm) -> end_epoch (checksums, evaluation, metrics, checkpoint)
+//   -> finish (output model, summary).
+class Trainer {
  public:
-  Progress(bool on, int64_t total, int64_t epoch, int64_t epochs) : on_(on), total_(total), epoch_(epoch), epochs_(epochs) {}
-  void update(int64_t done, double loss) {
-    if (!on_ || (done % 5 && done != total_)) return;
-    const int width = 30;
-    const int filled = total_ ? static_cast<int>(width * done / total_) : width;
-    std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f", static_cast<long long>(epoch_ + 1),
-                 static_cast<long long>(epochs_), std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total_), loss);
-    if (done == total_) std::fputc('\n', stderr);
-    std::fflush(stderr);
+  Trainer(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& run)
+      : cfg_(cfg), comm_(comm), run_(run), rank_(comm.rank()), world_(comm.size()), fault_(read_fault()) {}
+
+  json run() {
+    set_threads(cfg_, comm_);
+    t_start_ = std::chrono::steady_clock::now();
+    load_model();
+    build_exchange();
+    open_data();
+    restore_position();
+    if (rank_ == 0 && !cfg_.metrics.empty()) {
+      metrics_.open(cfg_.metrics, run_.resume.empty() ? std::ios::trunc : std::ios::app);
+      if (!metrics_) throw_error(ErrorKind::io, "cannot write metrics file " + cfg_.metrics);
+    }
+    for (int64_t epoch = start_epoch_; epoch < cfg_.epochs; ++epoch) {
+      const EpochSums sums = train_epoch(epoch);
+      if (stopped_) return json{{"stopped", true}, {"epoch", epoch + 1}, {"step", global_step_}, {"checkpoint", cfg_.checkpoint}};
+      end_epoch(epoch, sums);
+    }
+    return finish();
   }
 
  private:
-  bool on_;
-  int64_t total_, epoch_, epochs_;
+  struct EpochSums {
+    double loss = 0, correct = 0, count = 0, seconds = 0;
+    bool polish = false;
+  };
+
+  // The model (from the checkpoint when resuming), identical on every rank. Running statistics
+  // of BatchNormalization follow the global batch exactly (sync_batchnorm).
+  void load_model() {
+    loaded_ = onnxu::load_model(cfg_.model);
+    if (!run_.resume.empty()) {
+      ckpt_ = read_checkpoint(run_.resume);
+      loaded_.proto = ckpt_.model;
+    }
+    model_ = std::make_unique<nn::Model>(loaded_.proto, cfg_.model, nn::ModelOptions{false, static_cast<unsigned>(cfg_.seed)});
+    if (model_->input_names().size() != 1 || model_->output_names().empty())
+      throw_error(ErrorKind::unsupported, cfg_.model + ": dist-train needs a model with one input (images) and logits as its first output");
+    model_->set_batchnorm_statistics(nn::BatchNormStatistics::deferred);
+    broadcast_weights(*model_, comm_);
+    compare_checksums(*model_, comm_, "after the broadcast from rank 0");
+    spdlog::info("model {}: {}", cfg_.model, model_->summary());
+  }
+
+  // The gradient layout (dense, sparse, or a mask's), the exchange and the optimizer.
+  void build_exchange() {
+    std::vector<nn::Parameter>& params = model_->parameters();
+    dist::FusedLayout layout;
+    if (!cfg_.mask.empty()) {
+      onnxu::Model mask_model = onnxu::load_model(cfg_.mask);
+      std::map<std::string, const onnx::TensorProto*> by_name;
+      for (const auto& t : mask_model.proto.graph().initializer()) by_name[t.name()] = &t;
+      std::vector<Tensor> masks;
+      for (const auto& p : params) {
+        auto it = by_name.find(p.name);
+        masks.push_back(it != by_name.end() ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f));
+      }
+      layout = parameter_layout(params, true, &masks);
+    } else {
+      layout = parameter_layout(params, cfg_.sparse);
+    }
+    exchange_ = std::make_unique<GradientExchange>(comm_, layout);
+    optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, exchange_->layout());
+    spdlog::info("gradient exchange: {} ({} of {} values, {} bytes per step)", sparse() ? "sparse" : "dense",
+                 exchange_->layout().total, exchange_->layout().full, exchange_->bytes_per_step());
+  }
+
+  void open_data() {
+    train_src_ = open(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
+    if (!cfg_.data.test_images.empty()) test_src_ = open(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
+    data::LoaderOptions lo;
+    lo.mode = data::LoaderMode::train;
+    lo.batch_size = cfg_.batch_size;
+    lo.rank = rank_;
+    lo.world_size = world_;
+    lo.seed = cfg_.seed;
+    lo.prefetch = cfg_.data.prefetch;
+    lo.augment = augment_options(cfg_);
+    loader_ = std::make_unique<data::BatchLoader>(train_src_, lo);
+    steps_per_epoch_ = loader_->steps_per_epoch() / cfg_.accumulation_steps;
+    if (cfg_.max_steps_per_epoch > 0) steps_per_epoch_ = std::min(steps_per_epoch_, cfg_.max_steps_per_epoch);
+    if (steps_per_epoch_ < 1)
+      throw_error(ErrorKind::usage, "the training set (" + std::to_string(train_src_->size()) + " samples) is too small for " +
+                                        std::to_string(world_) + " ranks x batch " + std::to_string(cfg_.batch_size) +
+                                        " x accumulation " + std::to_string(cfg_.accumulation_steps));
+    global_batch_ = static_cast<int64_t>(world_) * cfg_.batch_size * cfg_.accumulation_steps;
+    spdlog::info("{} rank(s) x {} thread(s), global batch {}, {} steps per epoch, peak lr {:.4g}", world_, nn::num_threads(),
+                 global_batch_, steps_per_epoch_, cfg_.lr.peak(global_batch_));
+  }
+
+  // Resuming: the optimizer state and the position (a checkpoint written mid-epoch with another
+  // world size or batch restarts that epoch: the per-rank shards differ).
+  void restore_position() {
+    if (run_.resume.empty()) return;
+    restore_state(model_->parameters(), exchange_->layout(), ckpt_.optimizer_state, optimizer_->state(), run_.resume);
+    start_epoch_ = ckpt_.epoch;
+    start_step_ = ckpt_.step_in_epoch;
+    global_step_ = ckpt_.global_step;
+    if (cfg_.epochs <= start_epoch_)
+      throw_error(ErrorKind::usage, "checkpoint " + run_.resume + " is at epoch " + std::to_string(start_epoch_) + "; --epochs " +
+                                        std::to_string(cfg_.epochs) + " leaves nothing to train");
+    if (start_step_ > 0 && (ckpt_.world_size != world_ || ckpt_.batch_size != cfg_.batch_size)) {
+      spdlog::warn("checkpoint {} was written mid-epoch with {} rank(s) x batch {}: epoch {} restarts from its beginning",
+                   run_.resume, ckpt_.world_size, ckpt_.batch_size, start_epoch_ + 1);
+      global_step_ -= start_step_;
+      start_step_ = 0;
+    }
+    spdlog::info("resuming from {} at epoch {}, step {}", run_.resume, start_epoch_ + 1, start_step_);
+  }
+
+  EpochSums train_epoch(int64_t epoch) {
+    EpochSums sums;
+    sums.polish = epoch >= cfg_.epochs - cfg_.final_polish_epochs;
+    loader_->set_augment(!sums.polish);
+    loader_->start_epoch(epoch);
+    const int64_t first = epoch == start_epoch_ ? start_step_ : 0;
+    for (int64_t i = 0; i < first * cfg_.accumulation_steps; ++i) loader_->next_batch();  // already trained
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t step = first; step < steps_per_epoch_; ++step) {
+      train_step(epoch, step, sums);
+      if (run_.on_step && rank_ == 0) run_.on_step(epoch, cfg_.epochs, step + 1, steps_per_epoch_, sums.count ? sums.loss / sums.count : 0.0);
+      int64_t stop = g_stop.load(std::memory_order_relaxed) ? 1 : 0;
+      comm_.allreduce_max(&stop, 1);
+      if (stop) {
+        spdlog::warn("stop requested (SIGTERM): checkpointing at epoch {}, step {}", epoch + 1, step + 1);
+        const bool end = step + 1 == steps_per_epoch_;
+        save_checkpoint(end ? epoch + 1 : epoch, end ? 0 : step + 1);
+        stopped_ = true;
+        return sums;
+      }
+    }
+    sums.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return sums;
+  }
+
+  // One optimizer step: the micro-batches' forward and backward (gradients summed), the
+  // exchange, the update, and the BatchNormalization statistics of the global micro-batches.
+  void train_step(int64_t epoch, int64_t step, EpochSums& sums) {
+    model_->zero_grad();
+    for (int a = 0; a < cfg_.accumulation_steps; ++a) {
+      auto batch = loader_->next_batch();
+      if (!batch) throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loader ran out of batches");
+      model_->set_seed(data::mix_seed(cfg_.seed, static_cast<uint64_t>(rank_), static_cast<uint64_t>(global_step_ * cfg_.accumulation_steps + a)));
+      auto out = model_->forward({batch->images}, nn::Mode::training);
+      inject_fault(out.at(0));
+      Tensor grad;
+      const auto l = nn::softmax_cross_entropy(out.at(0), batch->labels, cfg_.label_smoothing, &grad);
+      if (!std::isfinite(l.loss))
+        throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loss is " + std::to_string(l.loss) +
+                                              " at epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step + 1) +
+                                              " (diverged: lower lr.base or check the data)");
+      std::vector<Tensor> grads(out.size());
+      grads[0] = grad;
+      model_->backward(grads);
+      const double n = static_cast<double>(batch->labels.size());
+      sums.loss += l.loss * n;
+      sums.correct += static_cast<double>(l.correct1);
+      sums.count += n;
+    }
+    exchange_->exchange(model_->parameters(), cfg_.accumulation_steps);
+    const double lr = cfg_.lr.at(epoch, step, steps_per_epoch_, cfg_.epochs, global_batch_);
+    optimizer_->step(model_->parameters(), exchange_->fused(), static_cast<float>(lr));
+    sync_batchnorm();
+    ++global_step_;
+  }
+
+  // The running statistics as one process training on the global batch would have them: each
+  // micro-batch's moments are reduced exactly over the ranks (train/batchnorm_sync.h, shifted
+  // by the current running mean), then applied in order with the node's momentum. Every rank
+  // applies the same numbers, so the ranks' buffers stay identical.
+  void sync_batchnorm() {
+    auto per_forward = model_->take_batch_moments();
+    if (model_->batchnorm_layers().empty() || per_forward.empty()) return;
+    const auto& layers = model_->batchnorm_layers();
+    std::vector<std::vector<double>> shift(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Tensor& rm = model_->buffers()[layers[l].mean_buffer].value;
+      shift[l].assign(rm.data(), rm.data() + rm.numel());
+    }
+    std::vector<nn::ChannelMoments*> all;
+    std::vector<const std::vector<double>*> shifts;
+    for (auto& forward : per_forward)
+      for (size_t l = 0; l < forward.size(); ++l) {
+        all.push_back(&forward[l]);
+        shifts.push_back(&shift[l]);
+      }
+    if (world_ > 1) allreduce_moments(comm_, all, shifts);
+    for (const auto& forward : per_forward)
+      for (size_t l = 0; l < forward.size(); ++l)
+        if (forward[l].count > 0) model_->update_running_statistics(l, forward[l]);
+  }
+
+  // After an epoch: every rank holds the same weights (checked), the test evaluation, the
+  // metrics line, the checkpoint.
+  void end_epoch(int64_t epoch, EpochSums sums) {
+    double totals[3] = {sums.loss, sums.correct, sums.count};
+    comm_.allreduce_sum(totals, 3);
+    double secs_mean = sums.seconds;
+    comm_.allreduce_sum(&secs_mean, 1);
+    secs_mean /= world_;
+    images_total_ += totals[2];
+    train_seconds_ += secs_mean;
+    compare_checksums(*model_, comm_, "after epoch " + std::to_string(epoch + 1));
+    json m{{"epoch", epoch + 1},
+           {"step", global_step_},
+           {"lr", cfg_.lr.at(epoch, steps_per_epoch_ - 1, steps_per_epoch_, cfg_.epochs, global_batch_)},
+           {"train_loss", totals[2] ? totals[0] / totals[2] : 0.0},
+           {"train_accuracy", totals[2] ? totals[1] / totals[2] : 0.0},
+           {"images_per_second", secs_mean > 0 ? totals[2] / secs_mean : 0.0},
+           {"seconds", secs_mean},
+           {"final_polish", sums.polish},
+           {"bytes_exchanged_per_step", exchange_->bytes_per_step()}};
+    if (test_src_) {
+      const nn::EvalResult e = nn::eval_result(evaluate_test(*model_, cfg_, comm_, test_src_));
+      m["test_loss"] = e.mean_loss;
+      m["test_accuracy"] = e.top1;
+      m["test_top5"] = e.top5;
+    }
+    if (rank_ == 0) {
+      spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg_.epochs,
+                   m["train_loss"].get<double>(), m["train_accuracy"].get<double>(),
+                   test_src_ ? fmt::format(", test acc {:.4f}", m["test_accuracy"].get<double>()) : std::string(),
+                   m["images_per_second"].get<double>(), secs_mean);
+      if (metrics_.is_open()) {
+        metrics_ << m.dump() << '\n';
+        metrics_.flush();
+      }
+    }
+    last_ = m;
+    const bool last_epoch = epoch + 1 == cfg_.epochs;
+    if (cfg_.checkpoint_interval > 0 && ((epoch + 1) % cfg_.checkpoint_interval == 0 || last_epoch)) save_checkpoint(epoch + 1, 0);
+  }
+
+  void save_checkpoint(int64_t epoch, int64_t step_in_epoch) {
+    if (cfg_.checkpoint.empty()) return;
+    if (rank_ == 0) {
+      Checkpoint c;
+      c.epoch = epoch;
+      c.step_in_epoch = step_in_epoch;
+      c.global_step = global_step_;
+      c.world_size = world_;
+      c.batch_size = cfg_.batch_size;
+      c.model = loaded_.proto;
+      model_->export_weights(c.model);
+      c.optimizer_state = dense_state(model_->parameters(), exchange_->layout(), optimizer_->state());
+      write_checkpoint(cfg_.checkpoint, c);
+      if (step_in_epoch == 0) spdlog::info("checkpoint written: {} (after epoch {})", cfg_.checkpoint, epoch);
+      else spdlog::info("checkpoint written: {} (epoch {}, step {})", cfg_.checkpoint, epoch + 1, step_in_epoch);
+    }
+    comm_.barrier();
+  }
+
+  json finish() {
+    if (!cfg_.output.empty()) {
+      if (rank_ == 0) {
+        onnx::ModelProto out = loaded_.proto;
+        model_->export_weights(out);
+        onnxu::save_model(out, cfg_.output);
+        spdlog::info("trained model written: {}", cfg_.output);
+      }
+      comm_.barrier();
+    }
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start_).count();
+    json summary{{"model", cfg_.model},
+                 {"output", cfg_.output},
+                 {"world_size", world_},
+                 {"threads_per_rank", nn::num_threads()},
+                 {"global_batch", global_batch_},
+                 {"epochs", cfg_.epochs},
+                 {"steps", global_step_},
+                 {"gradient_exchange", sparse() ? "sparse" : "dense"},
+                 {"bytes_exchanged_per_step", exchange_->bytes_per_step()},
+                 {"dense_bytes_per_step", exchange_->layout().full * sizeof(float)},
+                 {"train_images_per_second", train_seconds_ > 0 ? images_total_ / train_seconds_ : 0.0},
+                 {"seconds", total}};
+    for (const char* k : {"train_loss", "train_accuracy", "test_loss", "test_accuracy", "test_top5"})
+      if (last_.contains(k)) summary[k] = last_[k];
+    return summary;
+  }
+
+  void inject_fault(Tensor& logits) const {
+    if (fault_.rank != rank_ || fault_.step != global_step_) return;
+    if (fault_.kind == "nan") logits.data()[0] = std::nanf("");
+    if (fault_.kind == "throw") throw_error(ErrorKind::io, "injected fault (HPCNN_TEST_FAULT) on rank " + std::to_string(rank_));
+    if (fault_.kind == "kill") std::raise(SIGKILL);
+  }
+
+  bool sparse() const { return exchange_->layout().total < exchange_->layout().full; }
+
+  const TrainConfig& cfg_;
+  dist::Communicator& comm_;
+  const RunOptions& run_;
+  const int rank_, world_;
+  const Fault fault_;
+  std::chrono::steady_clock::time_point t_start_;
+  onnxu::Model loaded_;
+  Checkpoint ckpt_;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<GradientExchange> exchange_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::shared_ptr<const data::SampleSource> train_src_, test_src_;
+  std::unique_ptr<data::BatchLoader> loader_;
+  int64_t steps_per_epoch_ = 0, global_batch_ = 0;
+  int64_t start_epoch_ = 0, start_step_ = 0, global_step_ = 0;
+  std::ofstream metrics_;
+  json last_;
+  double images_total_ = 0, train_seconds_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace
@@ -201,256 +478,19 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
   nn::Model model = nn::Model::load(path);
   auto test = open(cfg.data.test_images, cfg.data.test_labels, cfg.data.cache, "test");
   const auto t0 = std::chrono::steady_clock::now();
-  const EvalSums e = evaluate_test(model, cfg, comm, test);
+  const nn::EvalResult e = nn::eval_result(evaluate_test(model, cfg, comm, test));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return json{{"model", path},
-              {"samples", static_cast<int64_t>(e.count)},
-              {"test_accuracy", e.count ? e.top1 / e.count : 0.0},
-              {"test_top5", e.count ? e.top5 / e.count : 0.0},
-              {"test_loss", e.count ? e.loss / e.count : 0.0},
+              {"samples", e.samples},
+              {"test_accuracy", e.top1},
+              {"test_top5", e.top5},
+              {"test_loss", e.mean_loss},
               {"seconds", secs},
               {"world_size", comm.size()}};
 }
 
 json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& run) {
-  const int rank = comm.rank(), world = comm.size();
-  set_threads(cfg, comm);
-  const auto t_start = std::chrono::steady_clock::now();
-  // Output folders that do not exist yet are created before any work (the rule of every tool).
-  if (rank == 0)
-    for (const std::string* out : {&cfg.output, &cfg.metrics, &cfg.checkpoint})
-      if (!out->empty()) create_parent_folders(*out);
-
-  // ---- model (from the checkpoint when resuming), identical on every rank
-  Checkpoint ckpt;
-  onnxu::Model loaded = onnxu::load_model(cfg.model);
-  if (!run.resume.empty()) {
-    ckpt = read_checkpoint(run.resume);
-    loaded.proto = ckpt.model;
-  }
-  nn::Model model(loaded.proto, cfg.model, nn::ModelOptions{false, static_cast<unsigned>(cfg.seed)});
-  if (model.input_names().size() != 1 || model.output_names().empty())
-    throw_error(ErrorKind::unsupported, cfg.model + ": dist-train needs a model with one input (images) and logits as its first output");
-  broadcast_weights(model, comm);
-  compare_checksums(model, comm, "after the broadcast from rank 0");
-  spdlog::info("model {}: {}", cfg.model, model.summary());
-
-  // ---- gradient layout (dense or sparse) and optimizer
-  std::vector<nn::Parameter>& params = model.parameters();
-  dist::ParamLayout layout;
-  if (!cfg.mask.empty()) {
-    onnxu::Model mask_model = onnxu::load_model(cfg.mask);
-    std::map<std::string, const onnx::TensorProto*> by_name;
-    for (const auto& t : mask_model.proto.graph().initializer()) by_name[t.name()] = &t;
-    std::vector<Tensor> masks;
-    for (const auto& p : params) {
-      auto it = by_name.find(p.name);
-      masks.push_back(it != by_name.end() ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f));
-    }
-    layout = dist::sparse_layout(params, &masks);
-  } else if (cfg.sparse) {
-    layout = dist::sparse_layout(params);
-  } else {
-    layout = dist::dense_layout(params);
-  }
-  dist::GradientExchange exchange(comm, layout);
-  Optimizer optimizer(cfg.optimizer, exchange.layout());
-  spdlog::info("gradient exchange: {} ({} of {} values, {} bytes per step)", layout.total < layout.full ? "sparse" : "dense",
-               layout.total, layout.full, exchange.bytes_per_step());
-
-  // ---- data
-  auto train_src = open(cfg.data.train_images, cfg.data.train_labels, cfg.data.cache, "train");
-  std::shared_ptr<const data::SampleSource> test_src;
-  if (!cfg.data.test_images.empty()) test_src = open(cfg.data.test_images, cfg.data.test_labels, cfg.data.cache, "test");
-  data::LoaderOptions lo;
-  lo.mode = data::LoaderMode::train;
-  lo.batch_size = cfg.batch_size;
-  lo.rank = rank;
-  lo.world_size = world;
-  lo.seed = cfg.seed;
-  lo.prefetch = cfg.data.prefetch;
-  lo.augment = augment_options(cfg);
-  data::BatchLoader loader(train_src, lo);
-  const int64_t batches = loader.steps_per_epoch();
-  int64_t steps_per_epoch = batches / cfg.accumulation_steps;
-  if (cfg.max_steps_per_epoch > 0) steps_per_epoch = std::min(steps_per_epoch, cfg.max_steps_per_epoch);
-  if (steps_per_epoch < 1)
-    throw_error(ErrorKind::usage, "the training set (" + std::to_string(train_src->size()) + " samples) is too small for " +
-                                      std::to_string(world) + " ranks x batch " + std::to_string(cfg.batch_size) +
-                                      " x accumulation " + std::to_string(cfg.accumulation_steps));
-  const int64_t global_batch = static_cast<int64_t>(world) * cfg.batch_size * cfg.accumulation_steps;
-  spdlog::info("{} rank(s) x {} thread(s), global batch {}, {} steps per epoch, peak lr {:.4g}", world, nn::num_threads(),
-               global_batch, steps_per_epoch, cfg.lr.peak(global_batch));
-
-  // ---- resume position
-  int64_t start_epoch = 0, start_step = 0, global_step = 0;
-  if (!run.resume.empty()) {
-    restore_state(params, layout, ckpt.optimizer_state, optimizer.state(), run.resume);
-    start_epoch = ckpt.epoch;
-    start_step = ckpt.step_in_epoch;
-    global_step = ckpt.global_step;
-    if (cfg.epochs <= start_epoch)
-      throw_error(ErrorKind::usage, "checkpoint " + run.resume + " is at epoch " + std::to_string(start_epoch) + "; --epochs " +
-                                        std::to_string(cfg.epochs) + " leaves nothing to train");
-    if (start_step > 0 && (ckpt.world_size != world || ckpt.batch_size != cfg.batch_size)) {
-      spdlog::warn("checkpoint {} was written mid-epoch with {} rank(s) x batch {}: epoch {} restarts from its beginning",
-                   run.resume, ckpt.world_size, ckpt.batch_size, start_epoch + 1);
-      global_step -= start_step;
-      start_step = 0;
-    }
-    spdlog::info("resuming from {} at epoch {}, step {}", run.resume, start_epoch + 1, start_step);
-  }
-
-  std::ofstream metrics;
-  if (rank == 0 && !cfg.metrics.empty()) {
-    metrics.open(cfg.metrics, run.resume.empty() ? std::ios::trunc : std::ios::app);
-    if (!metrics) throw_error(ErrorKind::io, "cannot write metrics file " + cfg.metrics);
-  }
-  auto save_checkpoint = [&](int64_t epoch, int64_t step_in_epoch) {
-    if (cfg.checkpoint.empty()) return;
-    if (rank == 0) {
-      Checkpoint c;
-      c.epoch = epoch;
-      c.step_in_epoch = step_in_epoch;
-      c.global_step = global_step;
-      c.world_size = world;
-      c.batch_size = cfg.batch_size;
-      c.model = loaded.proto;
-      model.export_weights(c.model);
-      c.optimizer_state = dense_state(params, layout, optimizer.state());
-      write_checkpoint(cfg.checkpoint, c);
-      if (step_in_epoch == 0) spdlog::info("checkpoint written: {} (after epoch {})", cfg.checkpoint, epoch);
-      else spdlog::info("checkpoint written: {} (epoch {}, step {})", cfg.checkpoint, epoch + 1, step_in_epoch);
-    }
-    comm.barrier();
-  };
-
-  auto sync_buffers = [&] {
-    if (world == 1) return;
-    for (auto& b : model.buffers()) {
-      comm.allreduce_sum(b.value.data(), static_cast<size_t>(b.value.numel()));
-      for (int64_t i = 0; i < b.value.numel(); ++i) b.value.data()[i] /= static_cast<float>(world);
-    }
-  };
-  const Fault fault = read_fault();
-  json last;
-  double images_total = 0, train_seconds = 0;
-  for (int64_t epoch = start_epoch; epoch < cfg.epochs; ++epoch) {
-    const bool polish = epoch >= cfg.epochs - cfg.final_polish_epochs;
-    loader.set_augment(!polish);
-    loader.start_epoch(epoch);
-    const int64_t first = epoch == start_epoch ? start_step : 0;
-    for (int64_t i = 0; i < first * cfg.accumulation_steps; ++i) loader.next_batch();  // already trained
-    Progress bar(run.progress && rank == 0, steps_per_epoch, epoch, cfg.epochs);
-    double sums[3] = {0, 0, 0};  // loss * n, correct, n
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t step = first; step < steps_per_epoch; ++step) {
-      model.zero_grad();
-      for (int a = 0; a < cfg.accumulation_steps; ++a) {
-        auto batch = loader.next_batch();
-        if (!batch) throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank) + ": the loader ran out of batches");
-        model.set_seed(data::mix_seed(cfg.seed, static_cast<uint64_t>(rank), static_cast<uint64_t>(global_step * cfg.accumulation_steps + a)));
-        auto out = model.forward({batch->images}, nn::Mode::training);
-        if (fault.rank == rank && fault.step == global_step) {
-          if (fault.kind == "nan") out.at(0).data()[0] = std::nanf("");
-          if (fault.kind == "throw") throw_error(ErrorKind::io, "injected fault (HPCNN_TEST_FAULT) on rank " + std::to_string(rank));
-          if (fault.kind == "kill") std::raise(SIGKILL);
-        }
-        Tensor grad;
-        const auto l = nn::softmax_cross_entropy(out.at(0), batch->labels, cfg.label_smoothing, &grad);
-        if (!std::isfinite(l.loss))
-          throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank) + ": the loss is " + std::to_string(l.loss) +
-                                                " at epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step + 1) +
-                                                " (diverged: lower lr.base or check the data)");
-        std::vector<Tensor> grads(out.size());
-        grads[0] = grad;
-        model.backward(grads);
-        const double n = static_cast<double>(batch->labels.size());
-        sums[0] += l.loss * n;
-        sums[1] += static_cast<double>(l.correct1);
-        sums[2] += n;
-      }
-      exchange.exchange(params, cfg.accumulation_steps);
-      const double lr = cfg.lr.at(epoch, step, steps_per_epoch, cfg.epochs, global_batch);
-      optimizer.step(params, exchange.fused(), static_cast<float>(lr));
-      ++global_step;
-      bar.update(step + 1, sums[2] ? sums[0] / sums[2] : 0.0);
-      int64_t stop = g_stop.load(std::memory_order_relaxed) ? 1 : 0;
-      comm.allreduce_max(&stop, 1);
-      if (stop) {
-        spdlog::warn("stop requested (SIGTERM): checkpointing at epoch {}, step {}", epoch + 1, step + 1);
-        sync_buffers();
-        save_checkpoint(step + 1 == steps_per_epoch ? epoch + 1 : epoch, step + 1 == steps_per_epoch ? 0 : step + 1);
-        return json{{"stopped", true}, {"epoch", epoch + 1}, {"step", global_step}, {"checkpoint", cfg.checkpoint}};
-      }
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    comm.allreduce_sum(sums, 3);
-    double secs_mean = secs;
-    comm.allreduce_sum(&secs_mean, 1);
-    secs_mean /= world;
-    images_total += sums[2];
-    train_seconds += secs_mean;
-    // BatchNormalization running statistics saw only this rank's batches: average them (as
-    // they would be over the global batch, up to the variance of the batch means), so that
-    // every rank holds the same model.
-    sync_buffers();
-    compare_checksums(model, comm, "after epoch " + std::to_string(epoch + 1));
-    json m{{"epoch", epoch + 1},
-           {"step", global_step},
-           {"lr", cfg.lr.at(epoch, steps_per_epoch - 1, steps_per_epoch, cfg.epochs, global_batch)},
-           {"train_loss", sums[2] ? sums[0] / sums[2] : 0.0},
-           {"train_accuracy", sums[2] ? sums[1] / sums[2] : 0.0},
-           {"images_per_second", secs_mean > 0 ? sums[2] / secs_mean : 0.0},
-           {"seconds", secs_mean},
-           {"final_polish", polish},
-           {"bytes_exchanged_per_step", exchange.bytes_per_step()}};
-    if (test_src) {
-      const EvalSums e = evaluate_test(model, cfg, comm, test_src);
-      m["test_loss"] = e.count ? e.loss / e.count : 0.0;
-      m["test_accuracy"] = e.count ? e.top1 / e.count : 0.0;
-      m["test_top5"] = e.count ? e.top5 / e.count : 0.0;
-    }
-    if (rank == 0) {
-      spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg.epochs,
-                   m["train_loss"].get<double>(), m["train_accuracy"].get<double>(),
-                   test_src ? fmt::format(", test acc {:.4f}", m["test_accuracy"].get<double>()) : std::string(),
-                   m["images_per_second"].get<double>(), secs_mean);
-      if (metrics.is_open()) {
-        metrics << m.dump() << '\n';
-        metrics.flush();
-      }
-    }
-    last = m;
-    const bool last_epoch = epoch + 1 == cfg.epochs;
-    if (cfg.checkpoint_interval > 0 && ((epoch + 1) % cfg.checkpoint_interval == 0 || last_epoch)) save_checkpoint(epoch + 1, 0);
-  }
-
-  if (!cfg.output.empty()) {
-    if (rank == 0) {
-      onnx::ModelProto out = loaded.proto;
-      model.export_weights(out);
-      onnxu::save_model(out, cfg.output);
-      spdlog::info("trained model written: {}", cfg.output);
-    }
-    comm.barrier();
-  }
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  json summary{{"model", cfg.model},
-               {"output", cfg.output},
-               {"world_size", world},
-               {"threads_per_rank", nn::num_threads()},
-               {"global_batch", global_batch},
-               {"epochs", cfg.epochs},
-               {"steps", global_step},
-               {"gradient_exchange", layout.total < layout.full ? "sparse" : "dense"},
-               {"bytes_exchanged_per_step", exchange.bytes_per_step()},
-               {"dense_bytes_per_step", layout.full * sizeof(float)},
-               {"train_images_per_second", train_seconds > 0 ? images_total / train_seconds : 0.0},
-               {"seconds", total}};
-  for (const char* k : {"train_loss", "train_accuracy", "test_loss", "test_accuracy", "test_top5"})
-    if (last.contains(k)) summary[k] = last[k];
-  return summary;
+  return Trainer(cfg, comm, run).run();
 }
 
 }  // namespace hpcnn::train

@@ -9,6 +9,7 @@
 // throw hpcnn::Error naming the rank where it matters; the caller aborts the job (MPI_Abort).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -19,7 +20,9 @@ namespace hpcnn::train {
 
 struct RunOptions {
   std::string resume;     // checkpoint to resume from ("" = start fresh)
-  bool progress = false;  // progress bar on stderr (rank 0, a terminal)
+  // Called on rank 0 after every optimizer step: epoch (0-based), epochs, steps done in the
+  // epoch, steps per epoch, mean training loss of the epoch so far (a tool's progress bar).
+  std::function<void(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss)> on_step;
 };
 
 nlohmann::json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& options);

@@ -181,7 +181,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     for k in wa:
         np.testing.assert_array_equal(wa[k], wb[k], err_msg=k)
     # Resuming with another number of ranks works too.
-    s = ok(dist_train("--config", cb, "--resume", b / "ckpt", "--epochs", "3", "--set", "final_polish_epochs=0"))
+    s = ok(dist_train("--config", cb, "--resume", b / "ckpt", "--epochs", "3", "--set", "final_polish_epochs=0", "-f"))
     assert s["world_size"] == 1 and s["steps"] == 16 + 8  # epoch 3 alone: 8 more steps
 
 def test_sparse_exchange_keeps_zeros(tmp_path):
@@ -384,5 +384,14 @@ def test_truncated_corrupt_and_empty_inputs(tmp_path):
         subprocess.run(["gzip", "-dc", f"{FM}/t10k-images-idx3-ubyte.gz"], stdout=out, check=True)
     images.write_bytes(images.read_bytes()[:5000])
     p = dist_train("--config", cfg, "--set", f'data.train_images="{images}"',
-                   "--set", f'data.train_labels="{FM}/t10k-labels-idx1-ubyte.gz"')
+                   "--set", f'data.train_labels="{FM}/t10k-labels-idx1-ubyte.gz"', "-f")
     assert p.returncode == 2 and "images.idx" in p.stderr, p.stderr
+    # The output policy of every tool: an existing output model needs -f (checked before any
+    # work: no metrics line is written); the metrics and checkpoint are rewritten as it runs.
+    before = (tmp_path / "trained.onnx").stat()
+    lines = (tmp_path / "metrics.jsonl").read_text()
+    p = dist_train("--config", cfg)
+    assert p.returncode == 3 and "already exists (use -f" in p.stderr, p.stderr
+    assert (tmp_path / "trained.onnx").stat() == before and (tmp_path / "metrics.jsonl").read_text() == lines
+    ok(dist_train("--config", cfg, "-f"))
+    assert (tmp_path / "trained.onnx").stat().st_ino != before.st_ino  # replaced (atomically: a new file)

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "huffman/cpu/stream.h"
+#include "huffman/stream.h"
 
 namespace data_test {
 

@@ -11,10 +11,10 @@
 #include <random>
 
 #include "dist/communicator.h"
-#include "dist/exchange.h"
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/proto_tensor.h"
+#include "train/gradient_exchange.h"
 #include "train/optimizer.h"
 
 using namespace hpcnn;
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     nn::Model local(small_cnn(7), "cnn");
     std::vector<int32_t> my_y(y.begin() + rank * B, y.begin() + (rank + 1) * B);
     gradients(local, slice(x, rank * B, B), my_y);
-    dist::GradientExchange dense(*comm, dist::dense_layout(local.parameters()));
+    train::GradientExchange dense(*comm, train::parameter_layout(local.parameters(), false));
     dense.exchange(local.parameters(), 1);
     nn::Model whole(small_cnn(7), "cnn");
     gradients(whole, x, y);
@@ -143,10 +143,10 @@ int main(int argc, char** argv) {
         for (int64_t i = 0; i < p.value.numel(); ++i)
           if (mrng() % 10 != 0) p.value.data()[i] = 0.0f;
     gradients(sparse_model, slice(x, rank * B, B), my_y);
-    dist::ParamLayout sl = dist::sparse_layout(sparse_model.parameters());
-    dist::GradientExchange sx(*comm, sl);
+    dist::FusedLayout sl = train::parameter_layout(sparse_model.parameters(), true);
+    train::GradientExchange sx(*comm, sl);
     sx.exchange(sparse_model.parameters(), 1);
-    dist::GradientExchange dx(*comm, dist::dense_layout(sparse_model.parameters()));
+    train::GradientExchange dx(*comm, train::parameter_layout(sparse_model.parameters(), false));
     dx.exchange(sparse_model.parameters(), 1);
     bool equal = true;
     for (size_t k = 0; k < sparse_model.parameters().size(); ++k) {

@@ -8,7 +8,7 @@
 #include "huffman/codebook.h"
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
-#include "huffman/cpu/stream.h"
+#include "huffman/stream.h"
 #include "huffman/format.h"
 #include "test_inputs.h"
 

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
-#include "huffman/cpu/stream.h"
+#include "huffman/stream.h"
 #include "huffman/cuda/codec.h"
 #include "test_inputs.h"
 

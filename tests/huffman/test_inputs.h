@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "../error_check.h"
-#include "huffman/cpu/stream.h"
+#include "huffman/stream.h"
 #include "huffman/format.h"
 
 namespace hpcnn::huffman::testing {

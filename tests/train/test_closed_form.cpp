@@ -10,8 +10,8 @@
 #include <numbers>
 
 #include "core/error.h"
-#include "dist/exchange.h"
 #include "train/checkpoint.h"
+#include "train/gradient_exchange.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
@@ -114,7 +114,7 @@ std::vector<hpcnn::nn::Parameter> two_params() {
 
 TEST_CASE("LARS: trust ratio per tensor, momentum on the scaled step, no scaling for BN/bias", "[train][optimizer]") {
   auto params = two_params();
-  const auto layout = hpcnn::dist::dense_layout(params);
+  const auto layout = hpcnn::train::parameter_layout(params, false);
   hpcnn::train::OptimizerOptions o;
   o.type = "lars";
   o.momentum = 0.9f;
@@ -148,7 +148,7 @@ TEST_CASE("LARS: trust ratio per tensor, momentum on the scaled step, no scaling
 
 TEST_CASE("SGD with Nesterov momentum and weight decay", "[train][optimizer]") {
   auto params = two_params();
-  const auto layout = hpcnn::dist::dense_layout(params);
+  const auto layout = hpcnn::train::parameter_layout(params, false);
   hpcnn::train::OptimizerOptions o;
   o.momentum = 0.8f;
   o.nesterov = true;

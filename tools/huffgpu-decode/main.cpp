@@ -1,17 +1,17 @@
 // huffgpu-decode: decoder for the huffgpu format (FILE.huf -> FILE), or -t to verify.
-#include "core/tool_main.h"
-#include "huffman/cli_flags.h"
+#include "common/tool.h"
+#include "huffgpu-common/codec_flags.h"
 
 int main(int argc, char** argv) {
-  hpcnn::huffman::FileJobOptions o;
+  hpcnn::huffgpu::FileJobOptions o;
+  o.tool = "huffgpu-decode";
   o.encode = false;
-  return hpcnn::run_tool(
-      "huffgpu-decode", argc, argv,
-      [&](CLI::App& app, int&) {
-        app.description("Decompresses huffgpu streams (FILE.huf -> FILE); -t verifies without writing.");
-        hpcnn::huffman::add_codec_flags(app, o, false);
+  return hpcnn::tool::run_tool(
+      {.name = o.tool, .description = "Decompresses huffgpu streams (FILE.huf -> FILE); -t verifies without writing."},
+      argc, argv,
+      [&](CLI::App& app) {
+        hpcnn::huffgpu::add_codec_flags(app, o, false);
         app.add_flag("-t,--test", o.test_only, "Verify the input, write nothing");
-        return 0;
       },
-      [&](int) { return hpcnn::huffman::run_file_jobs(o); });
+      [&](const hpcnn::tool::Context&) { return hpcnn::huffgpu::run_file_jobs(o); });
 }

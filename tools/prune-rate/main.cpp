@@ -1,12 +1,12 @@
 // prune-rate: automatic per-layer structured pruning rates from the L1 pruning error
 // (Sakai et al., ICPR 2022); writes the physically smaller ONNX model with -o.
-#include <filesystem>
 #include <iostream>
 #include <sstream>
 
+#include "common/outputs.h"
+#include "common/tool.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/tool_main.h"
 #include "prune/prune_rate.h"
 
 namespace {
@@ -40,13 +40,14 @@ int main(int argc, char** argv) {
   double threshold = 0, target_params = 0, target_macs = 0;
   bool force = false;
   CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr;
-  return hpcnn::run_tool(
-      "prune-rate", argc, argv,
-      [&](CLI::App& app, int&) {
-        app.description(
-            "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
-            "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model.\n"
-            "The JSON report goes to stdout (or --report FILE); logs go to stderr.");
+  return hpcnn::tool::run_tool(
+      {.name = "prune-rate",
+       .description =
+           "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
+           "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model.\n"
+           "The JSON report goes to stdout (or --report FILE); logs go to stderr."},
+      argc, argv,
+      [&](CLI::App& app) {
         app.add_option("model", model, "Input ONNX model")->required();
         app.add_option("-o,--output", output, "Write the pruned ONNX model here (atomically)");
         opt_threshold = app.add_option("--threshold", threshold, "Pruning-error threshold for every layer (>= 0)");
@@ -62,17 +63,12 @@ int main(int argc, char** argv) {
                        "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
             ->check(CLI::IsMember({"auto", "always", "never"}));
         app.add_flag("-f,--force", force, "Overwrite existing output files");
-        return 0;
       },
-      [&](int) {
+      [&](const hpcnn::tool::Context&) {
         hpcnn::prune::PruneOptions o;
         o.model = model;
-        if (!output.empty()) {
-          o.output = output;
-          std::error_code ec;
-          if (std::filesystem::equivalent(model, output, ec))
-            throw_error(ErrorKind::usage, "the output '" + output + "' is the input model; choose another path");
-        }
+        if (output == "-") throw_error(ErrorKind::usage, "-o -: prune-rate writes models to files, not to stdout");
+        if (!output.empty()) o.output = output;
         if (opt_threshold->count()) o.threshold = threshold;
         if (!thresholds_file.empty()) o.layer_thresholds = hpcnn::prune::read_thresholds_file(thresholds_file);
         if (opt_params->count()) o.target_params_reduction = target_params;
@@ -83,20 +79,13 @@ int main(int argc, char** argv) {
                                                 : hpcnn::onnxu::ExternalData::automatic;
         o.overwrite = force;
         hpcnn::prune::validate_options(o);
-        if (output == "-") throw_error(ErrorKind::usage, "-o -: prune-rate writes models to files, not to stdout");
-        if (!report_file.empty()) {
-          namespace fs = std::filesystem;
-          std::error_code ec;
-          for (const auto& other : {model, output, output.empty() ? std::string() : output + ".data"})
-            if (!other.empty() && (fs::equivalent(report_file, other, ec) || fs::path(report_file).lexically_normal() == fs::path(other).lexically_normal()))
-              throw_error(ErrorKind::usage, "--report '" + report_file + "' would overwrite '" + other + "'");
-          if (!force && fs::exists(report_file))
-            throw_error(ErrorKind::io, "report file '" + report_file + "' already exists (use -f to overwrite)");
-        }
+        // The output policy, before any work: the model, its external data file (only when
+        // written: save_model applies -f to it then) and the report.
+        hpcnn::tool::prepare_outputs({{output, "the output"},
+                                      {output.empty() ? std::string() : output + ".data", "the output's external data", true},
+                                      {report_file, "--report"}},
+                                     {model}, force);
 
-        // Missing output folders are created before any work (the rule of every tool).
-        if (o.output) hpcnn::create_parent_folders(*o.output);
-        if (!report_file.empty()) hpcnn::create_parent_folders(report_file);
         const nlohmann::ordered_json report = hpcnn::prune::run_prune_rate(o);
         const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
         if (report_file.empty()) {

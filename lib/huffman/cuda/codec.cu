@@ -7,20 +7,13 @@
 #include <cstring>
 #include <string>
 
+#include "core/cuda_check.h"
 #include "core/error.h"
 #include "huffman/bitstream.h"
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
 
 namespace hpcnn::huffman::cuda {
-
-#define HPCNN_CUDA_CHECK(call)                                                                          \
-  do {                                                                                                  \
-    const cudaError_t err_ = (call);                                                                    \
-    if (err_ != cudaSuccess)                                                                            \
-      throw_error(ErrorKind::device, std::string(#call) + " failed at " __FILE__ ":" + std::to_string(__LINE__) + \
-                                         ": " + cudaGetErrorString(err_));                              \
-  } while (0)
 
 namespace {
 

@@ -141,6 +141,9 @@ Tensor batchnorm_training(const Tensor& x, const Tensor& scale, const Tensor& bi
     a[c] = static_cast<float>(scale.data()[c] * inv);
     b[c] = static_cast<float>(bias.data()[c] - mean * scale.data()[c] * inv);
   }
+  st.count = count;
+  st.sum = std::move(sum);
+  st.sum_sq = std::move(sq);
   return affine(x, v, a, b);
 }
 

@@ -1,6 +1,6 @@
-#include "huffman/cli_flags.h"
+#include "huffgpu-common/codec_flags.h"
 
-namespace hpcnn::huffman {
+namespace hpcnn::huffgpu {
 
 void add_codec_flags(CLI::App& app, FileJobOptions& o, bool encode_flags) {
   app.add_option("files", o.inputs, "Input files ('-' or none: stdin to stdout)");
@@ -15,22 +15,12 @@ void add_codec_flags(CLI::App& app, FileJobOptions& o, bool encode_flags) {
       ->transform(CLI::AsSizeValue(false));
   app.add_flag("--json", o.json, "Per-file statistics as JSON lines on stdout (stderr when data goes to stdout)");
   if (!encode_flags) return;
-  static uint64_t chunk = 4u << 20;
-  static int segment_bits = 256;
-  static int limit = 12;
-  static bool no_gap = false;
-  app.add_option("--chunk-size", chunk, "Bytes per independent chunk, e.g. 4M (default 4M, at most 1G)")
+  app.add_option("--chunk-size", o.chunk_size, "Bytes per independent chunk, e.g. 4M (default 4M, at most 1G)")
       ->transform(CLI::AsSizeValue(false));
-  app.add_option("--segment-bits", segment_bits, "Gap-array segment size S in bits: 128 or 256")->check(CLI::IsMember({128, 256}));
-  app.add_flag("--no-gap-array", no_gap, "Write no gap array (decoding is then sequential within a chunk)");
-  app.add_option("--max-code-length", limit, "Longest codeword L in bits, 8..16 (default 12)")->check(CLI::Range(8, 16));
+  app.add_option("--segment-bits", o.segment_bits, "Gap-array segment size S in bits: 128 or 256")->check(CLI::IsMember({128, 256}));
+  app.add_flag("--no-gap-array", o.no_gap_array, "Write no gap array (decoding is then sequential within a chunk)");
+  app.add_option("--max-code-length", o.max_code_length, "Longest codeword L in bits, 8..16 (default 12)")->check(CLI::Range(8, 16));
   app.add_flag_callback("-d,--decode", [&o] { o.encode = false; }, "Decode instead (as huffgpu-decode)");
-  app.callback([&o] {
-    o.header.chunk_size = chunk > kMaxChunkSize || chunk == 0 ? 0 : static_cast<uint32_t>(chunk);
-    o.header.segment_log2 = segment_bits == 128 ? 7 : 8;
-    o.header.code_limit = static_cast<uint8_t>(limit);
-    o.header.flags = no_gap ? 0 : kFlagGapArray;
-  });
 }
 
-}  // namespace hpcnn::huffman
+}  // namespace hpcnn::huffgpu

@@ -1,4 +1,4 @@
-#include "huffman/cpu/stream.h"
+#include "huffman/stream.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "huffman/file_job.h"
+#include "huffgpu-common/file_job.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -12,15 +12,17 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "common/outputs.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/threads.h"
 #include "huffman/bitstream.h"
-#include "huffman/cpu/stream.h"
-#include "huffman/cuda/codec.h"
+#include "huffman/codec.h"
+#include "huffman/stream.h"
 
-namespace hpcnn::huffman {
+namespace hpcnn::huffgpu {
+using namespace hpcnn::huffman;
 namespace fs = std::filesystem;
 namespace {
 
@@ -60,8 +62,8 @@ std::string output_name(const FileJobOptions& o, const std::string& input) {
   return input.substr(0, input.size() - ext.size());
 }
 
-void process_one(const FileJobOptions& o, const std::string& input, int threads, const ChunkCodec& codec, const std::string& device,
-                 nlohmann::ordered_json& stats) {
+void process_one(const FileJobOptions& o, const FileHeader& header, const std::string& input, int threads,
+                 const ChunkCodec& codec, const std::string& device, nlohmann::ordered_json& stats) {
   const bool from_stdin = input == "-";
   const bool data_to_stdout = !o.test_only && (o.to_stdout || (from_stdin && o.output.empty()));
   if (data_to_stdout && o.encode && ::isatty(STDOUT_FILENO))
@@ -78,8 +80,7 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
   std::string out_name = "stdout";
   if (!data_to_stdout && !o.test_only) {
     out_name = output_name(o, input);
-    std::error_code ec;
-    if (!from_stdin && fs::equivalent(input, out_name, ec)) throw_error(ErrorKind::usage, "output '" + out_name + "' is the input");
+    tool::prepare_outputs({{out_name, "output"}}, {from_stdin ? fs::path() : fs::path(input)}, o.force);
     out = std::make_unique<AtomicFile>(out_name, o.force);
     if (S_ISREG(st.st_mode)) {  // as gzip and zstd: the input's permission bits and modification time
       out->set_mode(st.st_mode);
@@ -94,7 +95,7 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
     else write_fd(STDOUT_FILENO, p, n, "to stdout");
   };
   const auto t0 = std::chrono::steady_clock::now();
-  StreamStats s = o.encode ? encode_stream(in.get(), sink, o.header, codec) : decode_stream(in.get(), sink, codec);
+  StreamStats s = o.encode ? encode_stream(in.get(), sink, header, codec) : decode_stream(in.get(), sink, codec);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (out) out->commit();
 
@@ -123,55 +124,43 @@ void process_one(const FileJobOptions& o, const std::string& input, int threads,
 
 }  // namespace
 
-int resolve_threads(int requested) {
-  if (requested < 0) throw_error(ErrorKind::usage, "-T must be >= 0");
-  if (requested > 0) return requested;
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc ? static_cast<int>(hc) : 1;
-}
-
 int run_file_jobs(const FileJobOptions& o) {
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") throw_error(ErrorKind::usage, "--device must be auto, cpu or cuda");
   std::vector<std::string> inputs = o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs;
   if (!o.output.empty() && inputs.size() > 1) throw_error(ErrorKind::usage, "-o names one output, but " + std::to_string(inputs.size()) + " inputs were given");
   if (!o.output.empty() && o.to_stdout) throw_error(ErrorKind::usage, "-o and -c exclude each other");
   if (o.encode && o.to_stdout && inputs.size() > 1) throw_error(ErrorKind::usage, "-c writes one stream: give one input when encoding");
+  FileHeader header;
   if (o.encode) {
-    if (o.header.chunk_size == 0 || o.header.chunk_size > kMaxChunkSize) throw_error(ErrorKind::usage, "--chunk-size must be 1 B .. 1 GiB");
-    if (o.header.segment_log2 != 7 && o.header.segment_log2 != 8) throw_error(ErrorKind::usage, "--segment-bits must be 128 or 256");
-    if (o.header.code_limit < 8 || o.header.code_limit > kMaxCodeLength) throw_error(ErrorKind::usage, "--max-code-length must be 8..16");
+    if (o.chunk_size == 0 || o.chunk_size > kMaxChunkSize) throw_error(ErrorKind::usage, "--chunk-size must be 1 B .. 1 GiB");
+    if (o.segment_bits != 128 && o.segment_bits != 256) throw_error(ErrorKind::usage, "--segment-bits must be 128 or 256");
+    if (o.max_code_length < 8 || o.max_code_length > kMaxCodeLength) throw_error(ErrorKind::usage, "--max-code-length must be 8..16");
+    header.chunk_size = static_cast<uint32_t>(o.chunk_size);
+    header.segment_log2 = o.segment_bits == 128 ? 7 : 8;
+    header.code_limit = static_cast<uint8_t>(o.max_code_length);
+    header.flags = o.no_gap_array ? 0 : kFlagGapArray;
   }
-  const int threads = resolve_threads(o.threads);
+  if (o.threads < 0) throw_error(ErrorKind::usage, "-T must be >= 0");
+  const int threads = o.threads > 0 ? o.threads : default_thread_count();
   // Device: cuda requires a GPU (exit code 5 otherwise); auto falls back to the CPU, saying why under -v.
-  std::string device = "cpu", why;
-  std::shared_ptr<cuda::Codec> gpu;
-  if (o.device == "cuda" || (o.device == "auto" && cuda::available(&why))) {
-    gpu = std::make_shared<cuda::Codec>(o.gpu_memory_cap);
-    device = "cuda";
-  } else if (o.device == "auto") {
-    spdlog::debug("--device auto: {}; using the CPU codec", why);
-  }
-  ChunkCodec codec = cpu_codec(threads);
-  if (gpu) {
-    codec.encode = [gpu](const uint8_t* in, size_t n, const FileHeader& fh, std::vector<uint8_t>& out) {
-      gpu->encode_chunk(in, n, fh, out);
-    };
-    codec.decode = [gpu](const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, uint8_t* out, uint64_t index,
-                         uint64_t offset) { gpu->decode_chunk(h, chunk, fh, out, index, offset); };
-  }
+  const DeviceChoice choice = o.device == "cuda" ? DeviceChoice::cuda : o.device == "cpu" ? DeviceChoice::cpu : DeviceChoice::automatic;
+  const SelectedCodec selected = select_codec(choice, threads, o.gpu_memory_cap);
+  if (!selected.why.empty()) spdlog::debug("--device auto: {}; using the CPU codec", selected.why);
+  const ChunkCodec& codec = selected.codec;
+  const std::string& device = selected.device;
   const bool data_to_stdout = o.to_stdout || (inputs.size() == 1 && inputs[0] == "-" && o.output.empty());
   int code = 0;
   for (const auto& input : inputs) {
     try {
       nlohmann::ordered_json stats;
-      process_one(o, input, threads, codec, device, stats);
+      process_one(o, header, input, threads, codec, device, stats);
       if (o.json) (data_to_stdout && !o.test_only ? std::cerr : std::cout) << stats.dump() << std::endl;
     } catch (const Error& e) {
-      std::cerr << (o.encode ? "huffgpu-encode" : "huffgpu-decode") << ": error: " << input << ": " << e.what() << "\n";
+      std::cerr << o.tool << ": error: " << input << ": " << e.what() << "\n";
       if (code == 0) code = e.exit_code();
     }
   }
   return code;
 }
 
-}  // namespace hpcnn::huffman
+}  // namespace hpcnn::huffgpu

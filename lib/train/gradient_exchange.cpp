@@ -1,0 +1,54 @@
+#include "train/gradient_exchange.h"
+
+#include <algorithm>
+#include <span>
+
+#include "core/error.h"
+
+namespace hpcnn::train {
+
+dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool sparse, const std::vector<Tensor>* masks) {
+  std::vector<size_t> sizes;
+  for (const auto& p : params) sizes.push_back(static_cast<size_t>(p.value.numel()));
+  if (!sparse && !masks) return dist::dense_layout(sizes);
+  if (masks && masks->size() != params.size())
+    throw_error(ErrorKind::bad_input, "the mask has " + std::to_string(masks->size()) + " tensors for " +
+                                          std::to_string(params.size()) + " parameters");
+  std::vector<std::span<const float>> values, mask_spans;
+  std::vector<bool> eligible;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Tensor& w = params[k].value;
+    values.emplace_back(w.data(), static_cast<size_t>(w.numel()));
+    eligible.push_back(w.rank() >= 2);
+    if (masks) {
+      const Tensor& m = (*masks)[k];
+      if (m.shape() != w.shape())
+        throw_error(ErrorKind::bad_input, "mask of '" + params[k].name + "' has shape " + shape_to_string(m.shape()) +
+                                              ", the weight " + shape_to_string(w.shape()));
+      mask_spans.emplace_back(m.data(), static_cast<size_t>(m.numel()));
+    }
+  }
+  dist::FusedLayout l = dist::sparse_layout(values, eligible, masks ? &mask_spans : nullptr);
+  if (masks)  // masked-out weights start at zero and stay there
+    for (size_t k = 0; k < params.size(); ++k)
+      if (!l.dense[k]) {
+        const float* m = (*masks)[k].data();
+        float* w = params[k].value.data();
+        for (int64_t i = 0; i < params[k].value.numel(); ++i)
+          if (m[i] == 0.0f) w[i] = 0.0f;
+      }
+  return l;
+}
+
+GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout layout)
+    : comm_(comm), layout_(std::move(layout)), fused_(layout_.total) {}
+
+void GradientExchange::exchange(const std::vector<nn::Parameter>& params, int local_steps) {
+  if (params.size() != layout_.dense.size()) throw_error(ErrorKind::usage, "gradient exchange: parameter count changed");
+  for (size_t k = 0; k < params.size(); ++k) dist::pack(layout_, k, params[k].grad.data(), fused_.data());
+  comm_.allreduce_sum(fused_.data(), fused_.size());
+  const float scale = 1.0f / static_cast<float>(comm_.size() * std::max(1, local_steps));
+  for (float& v : fused_) v *= scale;
+}
+
+}  // namespace hpcnn::train

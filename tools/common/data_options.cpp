@@ -1,0 +1,69 @@
+#include "common/data_options.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "train/config.h"
+
+namespace hpcnn::tool {
+
+namespace {
+
+std::vector<float> parse_floats(const std::string& text, const char* flag) {
+  std::vector<float> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    float v = 0;
+    try {
+      v = std::stof(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size()) throw_error(ErrorKind::usage, std::string(flag) + ": '" + item + "' is not a number");
+    out.push_back(v);
+  }
+  if (out.empty()) throw_error(ErrorKind::usage, std::string(flag) + " needs one value per channel, e.g. 0.286");
+  return out;
+}
+
+}  // namespace
+
+void add_data_options(CLI::App& app, DataOptions& o) {
+  const std::string group = "Training data";
+  app.add_option("--config", o.config, "dist-train configuration whose data.train_* and augmentation.mean/std to use")
+      ->group(group);
+  app.add_option("--data", o.images, "Training images (IDX, CIFAR-10 .bin, .npy; gzipped or .huf)")->group(group);
+  app.add_option("--labels", o.labels, "Their labels (IDX or .npy; none for CIFAR-10)")->group(group);
+  app.add_option("--mean", o.mean, "Per-channel mean after scaling pixels to [0, 1], e.g. 0.286 or 0.49,0.48,0.45")->group(group);
+  app.add_option("--std", o.std, "Per-channel standard deviation, as --mean")->group(group);
+}
+
+TrainingData resolve_data_options(const DataOptions& o) {
+  const bool direct = !o.images.empty() || !o.labels.empty() || !o.mean.empty() || !o.std.empty();
+  if (o.config.empty() == !direct || (direct && o.images.empty()))
+    throw_error(ErrorKind::usage, "training data: give --config TRAIN.json, or --data IMAGES [--labels LABELS] --mean M --std S");
+  TrainingData d;
+  if (!o.config.empty()) {
+    const train::DataSpec spec = train::load_data_spec(o.config);
+    if (spec.data.train_images.empty())
+      throw_error(ErrorKind::usage, "configuration " + o.config + " names no data.train_images");
+    d.images = spec.data.train_images;
+    d.labels = spec.data.train_labels;
+    d.mean = spec.augmentation.mean;
+    d.std = spec.augmentation.std;
+    d.cache = spec.data.cache;
+    return d;
+  }
+  if (o.mean.empty() || o.std.empty()) throw_error(ErrorKind::usage, "--data needs --mean and --std (the model's normalisation)");
+  d.images = o.images;
+  d.labels = o.labels;
+  d.mean = parse_floats(o.mean, "--mean");
+  d.std = parse_floats(o.std, "--std");
+  if (d.mean.size() != d.std.size()) throw_error(ErrorKind::usage, "--mean and --std need the same number of values");
+  for (float s : d.std)
+    if (!(s > 0)) throw_error(ErrorKind::usage, "--std values must be > 0");
+  return d;
+}
+
+}  // namespace hpcnn::tool

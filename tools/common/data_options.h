@@ -1,0 +1,41 @@
+// hpcnn tools: the one option group for training data, shared by every tool that reads data
+// without training it (prune-rate's data-driven thresholds, sparsify-fcl's data-aware
+// initialisation, bn-polish):
+//
+//   --config TRAIN.json                       the data a dist-train configuration describes
+//                                             (data.train_*, augmentation.mean/std)
+//   --data IMAGES [--labels LABELS] --mean M --std S
+//                                             the files directly (IDX, CIFAR-10, NPY, gzipped or
+//                                             huffgpu-encoded: data/dataset.h), and the
+//                                             per-channel normalisation ("0.286" or "0.49,0.48,0.45")
+//
+// Exactly one of --config and --data (ErrorKind::usage otherwise); --labels/--mean/--std only
+// with --data. The samples are normalised only (no augmentation), as the model saw them in
+// evaluation.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace hpcnn::tool {
+
+struct DataOptions {
+  std::string config;
+  std::string images, labels, mean, std;
+};
+
+struct TrainingData {
+  std::string images, labels;     // files (labels empty: none, or CIFAR-10)
+  std::vector<float> mean, std;   // per channel, after pixels are scaled to [0, 1]
+  bool cache = true;
+};
+
+// Adds the group's flags to `app` (in the option group "Training data").
+void add_data_options(CLI::App& app, DataOptions& options);
+// Checks the combination and reads --config when given. ErrorKind::usage for bad combinations
+// or numbers, the configuration's own errors otherwise.
+TrainingData resolve_data_options(const DataOptions& options);
+
+}  // namespace hpcnn::tool

@@ -1,0 +1,68 @@
+#include "common/tool.h"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <new>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/version.h"
+
+namespace hpcnn::tool {
+
+std::string version_string() { return std::string("hpcnn ") + kVersion; }
+
+namespace {
+
+void init_rank_logging(const ToolSpec& spec, int verbosity) {
+  init_logging(spec.name, verbosity);
+  if (spec.rank != 0) {
+    auto logger = spdlog::default_logger();
+    logger->set_pattern(spec.name + "[rank " + std::to_string(spec.rank) + "]: %l: %v");
+    logger->set_level(std::max(logger->level(), spdlog::level::warn));
+  }
+}
+
+}  // namespace
+
+int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<void(CLI::App&)>& setup,
+             const std::function<int(const Context&)>& body) {
+  install_signal_cleanup(spec.graceful_stop);
+  const std::string who = spec.world > 1 ? spec.name + ": error (rank " + std::to_string(spec.rank) + "): " : spec.name + ": error: ";
+  auto fail = [&](int code, const std::string& message) {
+    std::cerr << who << message << "\n";
+    if (spec.on_failure) spec.on_failure(code);
+    return code;
+  };
+  CLI::App app;
+  app.name(spec.name);
+  app.description(spec.description);
+  Context ctx;
+  try {
+    app.set_version_flag("--version", [name = spec.name] { return name + " (" + version_string() + ")"; });
+    app.add_flag_callback("-q,--quiet", [&ctx] { ctx.verbosity = -1; }, "Only print errors");
+    app.add_flag_callback("-v,--verbose", [&ctx] { ctx.verbosity += 1; }, "More log output (repeatable)");
+    setup(app);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::Success& e) {  // --help, --version: printed once
+      return spec.rank == 0 ? app.exit(e) : 0;
+    } catch (const CLI::ParseError& e) {
+      if (spec.rank == 0) std::cerr << spec.name << ": error: " << e.what() << "\nRun with --help for more information.\n";
+      return static_cast<int>(ErrorKind::usage);
+    }
+    init_rank_logging(spec, ctx.verbosity);
+    ctx.progress = spec.rank == 0 && ctx.verbosity >= 0 && ::isatty(STDERR_FILENO);
+    return body(ctx);
+  } catch (const Error& e) {
+    return fail(e.exit_code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(static_cast<int>(ErrorKind::io), "out of memory");
+  } catch (const std::exception& e) {
+    return fail(static_cast<int>(ErrorKind::io), e.what());
+  }
+}
+
+}  // namespace hpcnn::tool
