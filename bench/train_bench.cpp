@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     // The training path of dist-train in one process: fused gradients, then the SGD update.
     auto comm = dist::make_single_communicator();
     train::GradientExchange exchange(*comm, train::parameter_layout(model.parameters(), false));
-    train::Optimizer sgd(train::OptimizerOptions{.type = "sgd", .momentum = 0.9f}, exchange.layout());
+    train::Optimizer sgd(train::OptimizerOptions{.type = "sgd", .momentum = 0.9f}, exchange.layout(), exchange.positions());
 
     // Resident memory after loading and after each phase of the first step.
     double rss[4] = {rss_mib(), 0, 0, 0};

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark of the huffgpu CPU codec against zlib's Huffman-only mode, on ../shared/corpus (when
 # present, else the committed test files) and the Fashion-MNIST training images.
-# Run scripts/setup.sh and scripts/build.sh first. Prints a table and checks the goals.
+# Run scripts/setup.sh and scripts/build.sh first (BUILD_DIR: another build folder). Prints a table
+# and checks the goals.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 corpus="${CORPUS:-$here/../shared/corpus}"
@@ -14,11 +15,11 @@ for f in "$corpus"/*; do
   [ -f "$f" ] && files+=("$f")
 done
 echo "== corpus: $corpus"
-"$here/build/bench/huffman_bench" --repeat "${REPEAT:-5}" "${files[@]}"
+"${BUILD_DIR:-$here/build}/bench/huffman_bench" --repeat "${REPEAT:-5}" "${files[@]}"
 fm=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 if [ -f "$fm" ]; then
   gzip -dc "$fm" > "$tmp/fashion-mnist-train-images"
   echo
   echo "== Fashion-MNIST training images (47 MB)"
-  "$here/build/bench/huffman_bench" --repeat "${REPEAT:-3}" "$tmp/fashion-mnist-train-images"
+  "${BUILD_DIR:-$here/build}/bench/huffman_bench" --repeat "${REPEAT:-3}" "$tmp/fashion-mnist-train-images"
 fi

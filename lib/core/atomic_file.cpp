@@ -1,6 +1,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,12 +109,22 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite) : target_(s
   fs::path dir = target_.parent_path();
   if (dir.empty()) dir = ".";
   std::string templ = (dir / ("." + target_.filename().string() + ".tmp.XXXXXX")).string();
+  // The cleanup signals wait while the file is created and registered: a signal in between would
+  // otherwise find a temporary file that its handler does not know yet.
+  sigset_t cleanup_signals, before;
+  sigemptyset(&cleanup_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&cleanup_signals, sig);
+  pthread_sigmask(SIG_BLOCK, &cleanup_signals, &before);
   fd_ = ::mkstemp(templ.data());
-  if (fd_ < 0)
+  const int err = errno;
+  if (fd_ >= 0) slot_ = register_temp(templ);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (fd_ < 0) {
+    errno = err;
     throw_error(ErrorKind::io, "cannot create a temporary file in '" + dir.string() + "' for '" +
                                    target_.string() + "': " + errno_text());
+  }
   temp_ = templ;
-  slot_ = register_temp(templ);
   ::fchmod(fd_, 0644 & ~[] { mode_t m = ::umask(0); ::umask(m); return m; }());
 }
 

@@ -12,6 +12,7 @@
 
 #include "nn/batchnorm_statistics.h"
 #include "nn/model.h"
+#include "onnx/op_facts.h"
 #include "tensor/tensor.h"
 
 namespace hpcnn::nn::detail {
@@ -50,13 +51,13 @@ class Layer {
     (void)in, (void)out, (void)gy, (void)gin, (void)need;
     throw_unsupported_backward();
   }
-  virtual bool differentiable_input(int i) const { return i == 0; }
+  // The operator's input facts (onnx/op_facts.h: which inputs pass gradients, which hold
+  // parameters, buffers or constants), set by make_layer for the model's opset; null where the
+  // table has none (ConstantOfShape before opset 9): no gradients, initializers are constants.
+  const onnxu::Signature* signature() const { return signature_; }
+  bool differentiable_input(int i) const { return onnxu::gradient_flows(signature_, i); }
   virtual bool keeps_input(int i) const { (void)i; return false; }   // needed by backward
   virtual bool keeps_output(int i) const { (void)i; return false; }  // needed by backward
-  // Float initializers at this input are parameters (else constants). Default: differentiable.
-  virtual bool trainable_input(int i, const Tensor& init) const { (void)init; return differentiable_input(i); }
-  // The input is a BatchNormalization running statistic (a buffer).
-  virtual bool buffer_input(int i) const { (void)i; return false; }
   // BatchNormalization after a training-mode forward: that batch's moments, once (then null).
   virtual const ChannelMoments* take_batch_moments() { return nullptr; }
   // BatchNormalization: its momentum (running = momentum * running + (1 - momentum) * batch).
@@ -64,6 +65,10 @@ class Layer {
 
  protected:
   [[noreturn]] void throw_unsupported_backward() const;
+
+ private:
+  friend std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const std::function<const Value*(int)>& constant);
+  const onnxu::Signature* signature_ = nullptr;
 };
 
 // Constant lookup at load: the folded constant value of node input i, or null.

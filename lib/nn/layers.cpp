@@ -107,7 +107,6 @@ class ConvLayer : public Layer {
     conv_.backward(in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr,
                    nb ? &gin[2] : nullptr);
   }
-  bool differentiable_input(int i) const override { return i <= 2; }
   bool keeps_input(int i) const override { return i <= 1; }
 
  private:
@@ -168,9 +167,7 @@ class BatchNormLayer : public Layer {
     ops::batchnorm_backward(in[0]->t, in[1]->t, stats_, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr,
                             need[2] ? &gin[2] : nullptr);
   }
-  bool differentiable_input(int i) const override { return i <= 2; }
   bool keeps_input(int i) const override { return i <= 1; }
-  bool buffer_input(int i) const override { return i == 3 || i == 4; }
   const ChannelMoments* take_batch_moments() override {
     if (!fresh_moments_) return nullptr;
     fresh_moments_ = false;
@@ -310,7 +307,6 @@ class GemmLayer : public Layer {
     ops::gemm_backward(to_layout(in[0]->t, Layout::plain), in[1]->t, C, p_, gy, need[0] ? &gin[0] : nullptr,
                        need[1] ? &gin[1] : nullptr, (need.size() > 2 && need[2] && C.defined()) ? &gin[2] : nullptr);
   }
-  bool differentiable_input(int i) const override { return i <= 2; }
   bool keeps_input(int i) const override { return i <= 2; }
 
  private:
@@ -330,7 +326,6 @@ class MatMulLayer : public Layer {
                 std::vector<Tensor>& gin, const std::vector<bool>& need) override {
     ops::matmul_backward(in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr);
   }
-  bool differentiable_input(int i) const override { return i <= 1; }
   bool keeps_input(int i) const override { return i <= 1; }
 };
 
@@ -361,10 +356,7 @@ class BinaryLayer : public Layer {
     ops::add_sub_backward(op_, shapes_[0], layouts_[0], shapes_[1], layouts_[1], gy, need[0] ? &gin[0] : nullptr,
                           need[1] ? &gin[1] : nullptr);
   }
-  bool differentiable_input(int i) const override { return i <= 1; }
   bool keeps_input(int i) const override { return i <= 1 && op_ == ops::BinaryOp::mul; }
-  // A scalar operand (e.g. a normalisation constant) is a constant, not a parameter.
-  bool trainable_input(int i, const Tensor& init) const override { return i <= 1 && init.numel() > 1; }
 
  private:
   ops::BinaryOp op_;
@@ -394,9 +386,6 @@ class SumLayer : public Layer {
     for (size_t i = 0; i < shapes_.size(); ++i)
       if (need[i]) gin[i] = ops::reduce_to_shape(gy.shape() == shapes_[i] ? gy : to_layout(gy, Layout::plain), shapes_[i]);
   }
-  bool differentiable_input(int) const override { return true; }
-
-  bool trainable_input(int, const Tensor& init) const override { return init.numel() > 1; }
 
  private:
   std::vector<Shape> shapes_;
@@ -513,7 +502,6 @@ class ConcatLayer : public Layer {
     for (size_t i = 0; i < parts.size(); ++i)
       if (need[i]) gin[i] = std::move(parts[i]);
   }
-  bool differentiable_input(int) const override { return true; }
 
  private:
   int64_t axis_;
@@ -804,7 +792,6 @@ class ShapeArithLayer : public Layer {
       }
     }
   }
-  bool differentiable_input(int) const override { return false; }
 
  private:
   static const Value& need(const std::vector<const Value*>& in, size_t i) {
@@ -830,7 +817,9 @@ bool is_foldable(const std::string& op) {
   return ops.count(op) > 0;
 }
 
-std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant) {
+namespace {
+
+std::unique_ptr<Layer> bind(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     unsupported("operator domain '" + node.domain() + "' (" + node.op_type() + ")");
   if (opset < 7 || opset > 21) unsupported("opset " + std::to_string(opset) + " (supported: 7 to 21)");
@@ -858,6 +847,14 @@ std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, co
       op == "ConstantOfShape")
     return std::make_unique<ShapeArithLayer>(node, opset);
   unsupported("operator " + op + " is not supported by the training engine");
+}
+
+}  // namespace
+
+std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant) {
+  std::unique_ptr<Layer> layer = bind(node, opset, constant);
+  layer->signature_ = onnxu::find_signature(node, opset);
+  return layer;
 }
 
 }  // namespace hpcnn::nn::detail

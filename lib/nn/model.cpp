@@ -12,6 +12,7 @@
 #include "nn/proto_tensor.h"
 #include "onnx/graph.h"
 #include "onnx/model.h"
+#include "onnx/op_facts.h"
 #include "ops/binary.h"
 
 namespace hpcnn::nn {
@@ -212,8 +213,9 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
       for (size_t i = 0; i < st.in.size(); ++i) {
         const int id = st.in[i];
         if (id < 0 || !init_of.count(id) || constants[id].is_int || !constants[id].defined()) continue;
-        int r = st.layer->buffer_input(static_cast<int>(i)) ? 2
-                : st.layer->trainable_input(static_cast<int>(i), constants[id].t) ? 1 : 3;
+        // The operator facts (onnx/op_facts.h) say which inputs hold parameters and buffers.
+        const auto ir = onnxu::initializer_role(st.layer->signature(), static_cast<int>(i), constants[id].t.numel());
+        const int r = ir == onnxu::InitializerRole::parameter ? 1 : ir == onnxu::InitializerRole::buffer ? 2 : 3;
         if (role[id] == 0 || r < role[id]) role[id] = r;  // trainable wins over constant
       }
       ++op_counts[node.op_type()];
@@ -263,14 +265,17 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
         param_first_step[it->second] = static_cast<int>(s);
     }
   }
-  // BatchNormalization steps whose running statistics are this model's buffers.
+  // BatchNormalization steps whose running statistics (mean, then variance) are this model's buffers.
   std::unordered_map<int, size_t> buffer_index;
   for (size_t k = 0; k < buffer_ids.size(); ++k) buffer_index[buffer_ids[k]] = k;
   bn_of_step.assign(steps.size(), -1);
   for (size_t s = 0; s < steps.size(); ++s) {
     const auto& st = steps[s];
-    if (st.op != "BatchNormalization" || st.in.size() < 5) continue;
-    auto mean = buffer_index.find(st.in[3]), var = buffer_index.find(st.in[4]);
+    const onnxu::Signature* sig = st.layer->signature();
+    const int mi = sig ? sig->find(onnxu::Role::running_stat) : -1;
+    const int vi = mi < 0 ? -1 : sig->find(onnxu::Role::running_stat, mi + 1);
+    if (vi < 0 || vi >= static_cast<int>(st.in.size())) continue;
+    auto mean = buffer_index.find(st.in[mi]), var = buffer_index.find(st.in[vi]);
     if (mean == buffer_index.end() || var == buffer_index.end()) continue;
     bn_of_step[s] = static_cast<int>(bn_layers.size());
     bn_layers.push_back({st.desc, mean->second, var->second, st.layer->batchnorm_momentum(),

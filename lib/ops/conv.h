@@ -29,19 +29,24 @@ struct Conv2dParams {
 std::array<int64_t, 4> conv_resolve_pads(const Conv2dParams& p, int64_t H, int64_t W, int64_t kH, int64_t kW);
 int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t pad_end);
 
-// Keeps primitives for the last input shape; one per Conv node.
+class Conv2dKernel;
+
+// One per Conv node: runs the kernels of its input's device (ops/kernels.h), which may keep
+// state for the last input shape (oneDNN primitives, cuDNN algorithm choices).
 class Conv2d {
  public:
   explicit Conv2d(Conv2dParams p);
   ~Conv2d();
+  Conv2d(Conv2d&&) noexcept;
+  Conv2d& operator=(Conv2d&&) noexcept;
   Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, bool training);
   // gx, gw, gb: outputs (gx/gb skipped when the pointer is null). gw/gb are plain.
   void backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor* gx, Tensor* gw, Tensor* gb);
 
  private:
-  struct State;
   Conv2dParams p_;
-  std::unique_ptr<State> s_;
+  Device device_;
+  std::unique_ptr<Conv2dKernel> kernel_;
 };
 
 }  // namespace hpcnn::ops

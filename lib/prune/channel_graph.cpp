@@ -7,10 +7,10 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/error.h"
 #include "onnx/model.h"
+#include "onnx/op_facts.h"
 
 namespace hpcnn::prune {
 namespace {
@@ -19,52 +19,41 @@ using onnxu::ConstantRef;
 using onnxu::Dims;
 using Label = std::vector<int>;
 
-// Operators whose output 0 carries input 0's channels unchanged (elementwise per channel,
-// spatial pooling, normalisation within a channel, or no-ops). LRN and Softmax over axis 1 mix
-// neighbouring channels; they keep the count, so pruning them is an approximation that the
-// pruning error already accepts.
-const std::unordered_set<std::string> kPassThrough = {
-    "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu",
-    "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Gelu", "Mish",
-    "Celu", "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool", "Dropout", "Identity", "LRN",
-    "Cast", "Softmax", "LogSoftmax", "Upsample", "Resize", "MaxRoiPool", "Expand", "Tile"};
+// Operator facts (onnx/op_facts.h) decide which rule follows the channels through a node: its
+// Channels, the roles of its inputs (weights and their axes, biases, per-channel parameters,
+// shape-like constants by kind). Shape-like inputs of pass-through operators (Resize sizes /
+// scales / roi, Upsample scales, Expand shape, Tile repeats) are followed only when constant,
+// and only as below; otherwise the channels are fixed. Reshape (the flatten rule) and
+// Squeeze/Unsqueeze (axes rule) read theirs in their own rules; every other operator with a
+// shape-like input (Pad, Slice, ConstantOfShape fed by Shape, ...) is not followed at all:
+//  - sizes:     the channel entry must equal the channel count; it is rewritten to the kept count;
+//  - broadcast: the channel entry is 1 (kept) or the channel count (rewritten);
+//  - factor:    the channel entry must be 1;
+//  - roi:       read only by tf_crop_and_resize: the channel axis must span [0, 1].
+using onnxu::Role;
+using onnxu::ShapeKind;
 
-// Shape-like inputs of the pass-through operators: inputs with one entry per axis of the
-// output (or of the listed `axes`). They are followed only when constant, and only as below;
-// otherwise the channels are fixed. Reshape (the flatten rule) and Squeeze/Unsqueeze (axes
-// rule) read theirs in their own rules; every other operator with a shape-like input (Pad,
-// Slice, ConstantOfShape fed by Shape, ...) is not followed at all.
-enum class ShapeArg {
-  sizes,      // output extent per axis: the channel entry must equal the channel count; it is
-              // rewritten to the kept count
-  broadcast,  // target shape, numpy-broadcast against the input (aligned at the last axis): the
-              // channel entry is 1 (kept) or the channel count (rewritten)
-  factor,     // factor per axis (scales, repeats): the channel entry must be 1
-  roi,        // Resize roi, starts then ends per axis, read only by tf_crop_and_resize: the
-              // channel axis must span [0, 1]
-};
+bool followed_shape(ShapeKind k) {
+  return k == ShapeKind::sizes || k == ShapeKind::broadcast || k == ShapeKind::factor || k == ShapeKind::roi;
+}
+
+// A shape-like constant of a signature: input position (-1: attribute `name`), name, kind.
 struct ShapeInput {
-  int input;         // input position; -1: the attribute `name` (Upsample before opset 9)
-  const char* name;  // the input's (or attribute's) name in the operator schema
-  ShapeArg arg;
-};
-struct ShapeSignature {
-  int64_t since;  // first opset with these inputs
-  std::vector<ShapeInput> inputs;
-};
-// Per operator, newest signature first.
-const std::unordered_map<std::string, std::vector<ShapeSignature>> kShapeInputs = {
-    {"Resize", {{11, {{1, "roi", ShapeArg::roi}, {2, "scales", ShapeArg::factor}, {3, "sizes", ShapeArg::sizes}}},
-                {10, {{1, "scales", ShapeArg::factor}}}}},
-    {"Upsample", {{9, {{1, "scales", ShapeArg::factor}}}, {7, {{-1, "scales", ShapeArg::factor}}}}},
-    {"Expand", {{8, {{1, "shape", ShapeArg::broadcast}}}}},
-    {"Tile", {{6, {{1, "repeats", ShapeArg::factor}}}}},
+  int input;
+  const char* name;
+  ShapeKind kind;
 };
 
-// Elementwise operators with numpy broadcasting over several inputs.
-const std::unordered_set<std::string> kElementwise = {"Add", "Sub", "Mul", "Div", "Sum", "Max",
-                                                      "Min", "Mean", "Pow", "PRelu"};
+// The followed shape-like inputs of `sig`, inputs in position order, then attributes.
+std::vector<ShapeInput> shape_inputs(const onnxu::Signature& sig) {
+  std::vector<ShapeInput> out;
+  for (size_t i = 0; i < sig.inputs.size(); ++i)
+    if (sig.inputs[i].role == Role::shape && followed_shape(sig.inputs[i].shape))
+      out.push_back({static_cast<int>(i), sig.inputs[i].name, sig.inputs[i].shape});
+  for (const auto& a : sig.attributes)
+    if (a.role == Role::shape && followed_shape(a.shape)) out.push_back({-1, a.name, a.shape});
+  return out;
+}
 
 struct Analyzer {
   const onnx::ModelProto& model;
@@ -130,16 +119,13 @@ struct Analyzer {
     return L;
   }
 
-  // Checks the shape-like inputs (kShapeInputs) of node n, whose input 0 carries channels `x`,
+  // Checks the followed shape-like inputs (see above) of node n, whose input 0 carries channels `x`,
   // and records the rewrites they need; or fixes the channels, with the reason, and returns false.
-  bool follow_shape_inputs(int n, const Label& x) {
+  bool follow_shape_inputs(int n, const onnxu::OpFacts& facts, const Label& x) {
     const auto& nd = view.node(n);
-    auto it = kShapeInputs.find(nd.op_type());
-    if (it == kShapeInputs.end()) return true;
+    if (!facts.has_shape_inputs()) return true;
     const std::string who = view.describe(n);
-    const ShapeSignature* sig = nullptr;
-    for (const auto& s : it->second)
-      if (!sig && opset >= s.since) sig = &s;
+    const onnxu::Signature* sig = facts.at(opset);
     if (!sig) {
       fix(x, who + " is older than the opsets whose shape-like inputs the analysis knows");
       return false;
@@ -154,7 +140,7 @@ struct Analyzer {
       return false;
     }
     std::vector<ShapeAction> rewrites;
-    for (const ShapeInput& si : sig->inputs) {
+    for (const ShapeInput& si : shape_inputs(*sig)) {
       const std::string what = "'" + std::string(si.name) + "'";
       std::optional<std::vector<double>> v;
       if (si.input < 0) {
@@ -168,15 +154,15 @@ struct Analyzer {
         }
       }
       if (!v || v->empty()) continue;  // absent (Resize: scales or sizes)
-      if (si.arg == ShapeArg::roi && onnxu::attr_string(nd, "coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize")
+      if (si.kind == ShapeKind::roi && onnxu::attr_string(nd, "coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize")
         continue;
-      const int64_t entries = static_cast<int64_t>(si.arg == ShapeArg::roi ? v->size() / 2 : v->size());
+      const int64_t entries = static_cast<int64_t>(si.kind == ShapeKind::roi ? v->size() / 2 : v->size());
       int64_t entry = 1;  // the channel axis' entry; -1: the input leaves that axis alone
       if (!axes.empty()) {
         entry = -1;
         for (size_t i = 0; i < axes.size(); ++i)
           if (axes[i] == 1 || axes[i] + rank == 1) entry = static_cast<int64_t>(i);
-      } else if (si.arg == ShapeArg::broadcast) {
+      } else if (si.kind == ShapeKind::broadcast) {
         if (rank < 0 || entries > rank) {
           fix(x, who + " broadcasts to " + what + " with " + std::to_string(entries) + " entries, for an input of " +
                      (rank < 0 ? std::string("unknown rank") : "rank " + std::to_string(rank)));
@@ -190,22 +176,22 @@ struct Analyzer {
         return false;
       }
       const double e = (*v)[entry];
-      switch (si.arg) {
-        case ShapeArg::sizes:
+      switch (si.kind) {
+        case ShapeKind::sizes:
           if (e != static_cast<double>(c)) {
             fix(x, who + " resizes " + std::to_string(c) + " channels to " + std::to_string(static_cast<int64_t>(e)));
             return false;
           }
           rewrites.push_back({n, si.input, static_cast<int>(entry), x});
           break;
-        case ShapeArg::broadcast:
+        case ShapeKind::broadcast:
           if (e != 1 && e != static_cast<double>(c)) {
             fix(x, who + " broadcasts " + std::to_string(c) + " channels to " + std::to_string(static_cast<int64_t>(e)));
             return false;
           }
           if (e != 1) rewrites.push_back({n, si.input, static_cast<int>(entry), x});
           break;
-        case ShapeArg::factor:
+        case ShapeKind::factor:
           if (e != 1) {
             std::ostringstream by;
             by << e;
@@ -213,12 +199,13 @@ struct Analyzer {
             return false;
           }
           break;
-        case ShapeArg::roi:
+        case ShapeKind::roi:
           if ((*v)[entry] != 0 || (*v)[entries + entry] != 1) {
             fix(x, who + " crops the channel axis (" + what + ")");
             return false;
           }
           break;
+        default: break;
       }
     }
     cg.shape_inputs.insert(cg.shape_inputs.end(), rewrites.begin(), rewrites.end());
@@ -230,23 +217,30 @@ struct Analyzer {
     const auto& nd = view.node(n);
     const std::string& op = nd.op_type();
     const std::string who = view.describe(n);
-    auto in = [&](int k) -> std::string { return k < nd.input_size() ? nd.input(k) : std::string(); };
+    auto in = [&](int k) -> std::string { return k >= 0 && k < nd.input_size() ? nd.input(k) : std::string(); };
     auto out0 = nd.output_size() ? nd.output(0) : std::string();
-    if (!nd.domain().empty() && nd.domain() != "ai.onnx") return {};
+    const onnxu::OpFacts* facts = onnxu::find_op_facts(nd);  // null: unknown, or another domain
+    if (!facts) return {};
+    const onnxu::Signature* sig = facts->at(opset);
+    const onnxu::Channels rule = facts->channels;
+    const Label* x0 = label(in(0));
 
-    if (op == "Conv") {
-      auto w = onnxu::find_constant(view, in(1));
+    if (rule == onnxu::Channels::conv) {
+      if (!sig) return {};
+      const int wi = sig->find(Role::weight), bi = sig->find(Role::bias);
+      const int out_axis = sig->inputs[wi].axis, in_axis = sig->inputs[wi].in_axis;  // 0 and 1
+      auto w = onnxu::find_constant(view, in(wi));
       if (!w || w->dims.size() < 3 || !onnxu::is_floating(w->dtype)) return {};
       const int64_t g = onnxu::attr_int(nd, "group", 1);
-      const int64_t cout = w->dims[0], cin_g = w->dims[1];
-      const Label* x = label(in(0));
+      const int64_t cout = w->dims[out_axis], cin_g = w->dims[in_axis];
+      const Label* x = x0;
       if (g < 1 || cout % g != 0) {
         if (x) fix(*x, who + " has " + std::to_string(cout) + " filters, not a multiple of its " + std::to_string(g) + " groups");
         labels[out0] = fixed_ids(cout, who + " has an invalid group count");
         return {0};
       }
       const int64_t cout_g = cout / g;
-      Layer L = make_layer(n, "Conv", *w, 0);
+      Layer L = make_layer(n, op, *w, out_axis);
       if (g > 1 && cin_g == 1) {
         // Depthwise (channel multiplier cout_g): input channel c feeds filters c*cout_g ...
         // (c+1)*cout_g-1; removing c removes that whole group, and `group` shrinks with it.
@@ -265,18 +259,18 @@ struct Analyzer {
         if (x && static_cast<int64_t>(x->size()) == cin_g * g) {
           for (int64_t grp = 1; grp < g; ++grp)
             for (int64_t j = 0; j < cin_g; ++j) cg.unite((*x)[grp * cin_g + j], (*x)[j]);
-          add_slice(w->name, 1, Label(x->begin(), x->begin() + cin_g), who);
+          add_slice(w->name, in_axis, Label(x->begin(), x->begin() + cin_g), who);
         } else if (x) {
           fix(*x, who + " has " + std::to_string(cin_g * g) + " input channels, its input carries " + std::to_string(x->size()));
         }
       } else if (x) {
         if (static_cast<int64_t>(x->size()) != cin_g)
           fix(*x, who + " weight has " + std::to_string(cin_g) + " input channels, its input carries " + std::to_string(x->size()));
-        else add_slice(w->name, 1, *x, who);
+        else add_slice(w->name, in_axis, *x, who);
       }
-      add_slice(w->name, 0, L.ids, who);
-      if (!in(2).empty()) {
-        auto b = onnxu::find_constant(view, in(2));
+      add_slice(w->name, out_axis, L.ids, who);
+      if (!in(bi).empty()) {
+        auto b = onnxu::find_constant(view, in(bi));
         if (b && b->dims.size() == 1 && b->dims[0] == cout) add_slice(b->name, 0, L.ids, who);
         else fix(L.ids, who + " has a bias that is not a constant of shape [" + std::to_string(cout) + "]");
       }
@@ -285,27 +279,31 @@ struct Analyzer {
       return {0};
     }
 
-    if (op == "Gemm" || op == "MatMul") {
-      auto w = onnxu::find_constant(view, in(1));
+    if (rule == onnxu::Channels::dense) {
+      if (!sig) return {};
+      const int wi = sig->find(Role::weight), bi = sig->find(Role::bias);
+      const onnxu::InputFact& af = sig->inputs[0];
+      const onnxu::InputFact& wf = sig->inputs[wi];
+      auto w = onnxu::find_constant(view, in(wi));
       if (!w || w->dims.size() != 2 || !onnxu::is_floating(w->dtype)) return {};
-      const bool gemm = op == "Gemm";
-      const bool trans_b = gemm && onnxu::attr_int(nd, "transB", 0) != 0;
-      const bool trans_a = gemm && onnxu::attr_int(nd, "transA", 0) != 0;
-      const int n_axis = trans_b ? 0 : 1, k_axis = trans_b ? 1 : 0;
-      const Label* a = label(in(0));
+      auto axis2 = [&](int axis) { axis = onnxu::node_axis(nd, wf, axis); return axis < 0 ? axis + 2 : axis; };
+      const int n_axis = axis2(wf.axis), k_axis = axis2(wf.in_axis);
+      const bool trans_a = af.transposed_by && onnxu::attr_int(nd, af.transposed_by, 0) != 0;
+      const Label* a = x0;
       const Dims* a_shape = shape(in(0));
       if (a) {
-        if (trans_a) fix(*a, "feeds " + who + " with transA=1");
+        if (trans_a) fix(*a, "feeds " + who + " with " + af.transposed_by + "=1");
         else if (static_cast<int64_t>(a->size()) != w->dims[k_axis])
           fix(*a, who + " weight has " + std::to_string(w->dims[k_axis]) + " input features, its input carries " + std::to_string(a->size()));
         else add_slice(w->name, k_axis, *a, who);
       }
       Layer L = make_layer(n, op, *w, n_axis);
-      if (!gemm && (!a_shape || a_shape->size() != 2))
+      // Features on A's last axis (MatMul) are the channel axis 1 only for a 2-D A.
+      if (af.axis < 0 && (!a_shape || static_cast<int>(a_shape->size()) + af.axis != 1))
         fix(L.ids, who + " multiplies an input that is not known to be 2-D");
       add_slice(w->name, n_axis, L.ids, who);
-      if (gemm && !in(2).empty()) {
-        auto c = onnxu::find_constant(view, in(2));
+      if (bi >= 0 && !in(bi).empty()) {
+        auto c = onnxu::find_constant(view, in(bi));
         if (!c) fix(L.ids, who + " has a bias C that is not constant");
         else if (!c->dims.empty() && c->dims.back() == L.channels) add_slice(c->name, static_cast<int>(c->dims.size()) - 1, L.ids, who);
         else if (!c->dims.empty() && c->dims.back() != 1) fix(L.ids, who + " has a bias C of shape " + onnxu::dims_to_string(c->dims));
@@ -315,32 +313,33 @@ struct Analyzer {
       return {0};
     }
 
-    const Label* x0 = label(in(0));
-    if ((op == "BatchNormalization" || op == "InstanceNormalization") && x0) {
-      const int params = op == "BatchNormalization" ? 4 : 2;
-      for (int k = 1; k <= params; ++k) {
+    if (rule == onnxu::Channels::pass_through) {
+      if (!x0) return {0};
+      // Per-channel parameters and running statistics (BatchNormalization, InstanceNormalization).
+      for (int k = 0; sig && k < static_cast<int>(sig->inputs.size()); ++k) {
+        const Role r = sig->inputs[k].role;
+        if (r != Role::per_channel && r != Role::running_stat) continue;
         auto c = onnxu::find_constant(view, in(k));
         if (c && c->dims.size() == 1 && c->dims[0] == static_cast<int64_t>(x0->size())) add_slice(c->name, 0, *x0, who);
         else fix(*x0, who + " has a parameter '" + in(k) + "' that is not a constant of shape [C]");
       }
-      labels[out0] = *x0;
+      if (follow_shape_inputs(n, *facts, *x0)) labels[out0] = *x0;
       return {0};
     }
 
-    if (kPassThrough.count(op)) {
-      if (x0 && follow_shape_inputs(n, *x0)) labels[out0] = *x0;
-      return {0};
-    }
-
-    if (op == "Squeeze" || op == "Unsqueeze") {
-      if (!x0) return {};
+    if (rule == onnxu::Channels::squeeze) {
+      if (!x0 || !sig) return {};
       std::vector<int64_t> axes = onnxu::attr_ints(nd, "axes");
       if (!in(1).empty()) {
         auto c = onnxu::constant_int64s(view, in(1));
         if (!c) return {};
         axes = *c;
       }
-      const Dims* s = shape(op == "Squeeze" ? in(0) : out0);
+      // Axes of the output (Unsqueeze) or of the input (Squeeze).
+      bool of_output = false;
+      for (const auto& f : sig->inputs) of_output = of_output || f.shape == ShapeKind::output_axes;
+      for (const auto& f : sig->attributes) of_output = of_output || f.shape == ShapeKind::output_axes;
+      const Dims* s = shape(of_output ? out0 : in(0));
       if (axes.empty() || !s) return {};
       for (int64_t ax : axes) {
         if (ax < 0) ax += static_cast<int64_t>(s->size());
@@ -350,7 +349,7 @@ struct Analyzer {
       return {0};
     }
 
-    if (kElementwise.count(op)) {
+    if (rule == onnxu::Channels::elementwise) {
       std::vector<int> carried;
       for (int k = 0; k < nd.input_size(); ++k)
         if (!in(k).empty() && label(in(k))) carried.push_back(k);
@@ -387,7 +386,7 @@ struct Analyzer {
       return handled;
     }
 
-    if (op == "Concat") {
+    if (rule == onnxu::Channels::concat) {
       const Dims* s = shape(out0);
       int64_t axis = onnxu::attr_int(nd, "axis", 1);
       if (axis < 0 && s) axis += static_cast<int64_t>(s->size());
@@ -412,7 +411,10 @@ struct Analyzer {
       return handled;
     }
 
-    if ((op == "Flatten" || op == "Reshape") && x0) {
+    if (rule == onnxu::Channels::flatten) {
+      if (!x0) return {};
+      // Reshape's target input; none: Flatten, at its `axis` attribute.
+      const int target = sig ? sig->find(Role::shape) : -1;
       const Dims* si = shape(in(0));
       const Dims* so = shape(out0);
       if (!si || si->size() < 2 || std::any_of(si->begin() + 1, si->end(), [](int64_t d) { return d < 0; })) {
@@ -421,12 +423,12 @@ struct Analyzer {
       }
       int64_t spatial = 1;
       for (size_t i = 2; i < si->size(); ++i) spatial *= (*si)[i];
-      if (op == "Flatten" && onnxu::attr_int(nd, "axis", 1) != 1) return {};
-      if (op == "Reshape") {
+      if (target < 0 && onnxu::attr_int(nd, "axis", 1) != 1) return {};
+      if (target >= 0) {
         const bool flat = so && so->size() == 2 && (*so)[1] == static_cast<int64_t>(x0->size()) * spatial;
-        auto target = onnxu::constant_int64s(view, in(1));
+        auto t = onnxu::constant_int64s(view, in(target));
         if (!flat) { fix(*x0, who + " is not a flatten to [N, C*H*W]"); return {0}; }
-        if (!target || target->size() != 2) { fix(*x0, who + " has a shape input that is not constant"); return {0}; }
+        if (!t || t->size() != 2) { fix(*x0, who + " has a shape input that is not constant"); return {0}; }
       }
       // The features after the flatten: C * H * W entries (bounded, against corrupt shapes).
       constexpr int64_t kMaxFeatures = int64_t{1} << 28;
@@ -439,18 +441,19 @@ struct Analyzer {
       out.reserve(x0->size() * static_cast<size_t>(spatial));
       for (int id : *x0)
         for (int64_t s = 0; s < spatial; ++s) out.push_back(id);
-      if (op == "Reshape" && (*onnxu::constant_int64s(view, in(1)))[1] > 0) cg.shape_inputs.push_back({n, 1, 1, out});
+      if (target >= 0 && (*onnxu::constant_int64s(view, in(target)))[1] > 0) cg.shape_inputs.push_back({n, target, 1, out});
       labels[out0] = std::move(out);
       return {0, 1};
     }
 
-    if (op == "Shape" && x0) {
+    if (rule == onnxu::Channels::reads_shape && x0) {
       // Values computed from the count (Reshape targets, Resize sizes, ConstantOfShape, ...)
       // would change with the pruning where the analysis cannot see them.
       fix(*x0, who + " reads their count");
       return {0};
     }
-    return {};
+
+    return {};  // unfollowable
   }
 
   void run() {

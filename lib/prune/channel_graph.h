@@ -8,8 +8,10 @@
 // connections), a depthwise Conv unites its filters with its input channels, Concat on axis 1
 // concatenates them, and Flatten/Reshape to [N, C*H*W] repeats each id over the spatial size so
 // that the next Gemm/MatMul's weight columns can be sliced "by channel x spatial position".
+// Which rule applies to a node, and which of its inputs are weights, biases, per-channel
+// parameters or shape-like constants, come from the operator facts (onnx/op_facts.h).
 // Operators with shape-like inputs (Resize sizes/scales/roi, Upsample scales, Expand shape, Tile
-// repeats: one table in channel_graph.cpp) are followed only when those inputs are constant
+// repeats) are followed only when those inputs are constant
 // and leave the channel axis alone (scale or repeat 1) or name the channel count (rewritten to
 // the kept count, as the flatten target of a Reshape is).
 // United ids form one channel class: a class is kept or removed as a whole. Layers that share

@@ -6,8 +6,9 @@
 // depthwise Conv `group` attributes, and the channel entry of constant shape-like inputs (Reshape
 // flatten targets, Resize `sizes`, Expand `shape`; a constant that other nodes also read gets a
 // fresh copy under a new name). ConstantOfShape weights get a new shape. Shapes of graph inputs
-// that list sliced initializers (IR version 3) are updated; stale value_info entries are
-// dropped. The model is changed in place.
+// that list sliced initializers (IR version 3) are updated; when anything was removed, the
+// then stale value_info entries are dropped. The model is changed in place, through
+// onnxu::Graph's edits; with nothing removed it stays equal (as a protobuf message) to the input.
 #pragma once
 
 #include <onnx/onnx_pb.h>

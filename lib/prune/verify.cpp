@@ -1,9 +1,12 @@
 #include "prune/verify.h"
 
+#include <optional>
 #include <string>
 
 #include "core/error.h"
 #include "onnx/graph.h"
+#include "onnx/model.h"
+#include "onnx/op_facts.h"
 
 namespace hpcnn::prune {
 namespace {
@@ -11,6 +14,7 @@ namespace {
 struct Verifier {
   const onnxu::ShapeMap& now;
   const onnxu::ShapeMap& before;
+  int64_t opset;  // of the default domain
 
   [[noreturn]] static void fail(const std::string& message) {
     throw_error(ErrorKind::unsupported, "internal error: the pruned model is inconsistent: " + message);
@@ -39,27 +43,36 @@ struct Verifier {
       fail(who + " gets " + std::to_string(got) + " " + got_what + ", " + want_what + " expects " + std::to_string(want));
   }
 
+  // The counts that the operator facts (onnx/op_facts.h) tie together: a conv-like operator's
+  // input channels (features) and its weight's input axis; a pass-through operator's channels
+  // and the length of each per-channel parameter or running statistic.
   void check_node(const onnx::NodeProto& nd, const std::string& who) const {
-    const std::string& op = nd.op_type();
-    if (!nd.domain().empty() && nd.domain() != "ai.onnx") return;
-    auto in = [&](int k) { return k < nd.input_size() ? nd.input(k) : std::string(); };
-    if (op == "Conv" && nd.input_size() >= 2) {
+    const onnxu::OpFacts* facts = onnxu::find_op_facts(nd);
+    const onnxu::Signature* sig = facts ? facts->at(opset) : nullptr;
+    if (!sig) return;
+    auto in = [&](int k) { return k >= 0 && k < nd.input_size() ? nd.input(k) : std::string(); };
+    const onnxu::InputFact xf = sig->inputs.empty() ? onnxu::InputFact{} : sig->inputs[0];
+    const int wi = sig->find(onnxu::Role::weight);
+    if (facts->channels == onnxu::Channels::conv && wi >= 0 && wi < nd.input_size()) {
       const int64_t g = onnxu::attr_int(nd, "group", 1);
-      const int64_t cin_g = dim(who, in(1), 1);
-      expect(who, "input channels ('" + in(0) + "')", dim(who, in(0), 1),
-             "its weight '" + in(1) + "'" + (g != 1 ? " with " + std::to_string(g) + " groups" : ""), cin_g < 0 ? -1 : cin_g * g);
-    } else if (op == "Gemm" && nd.input_size() >= 2) {
-      const bool ta = onnxu::attr_int(nd, "transA", 0) != 0, tb = onnxu::attr_int(nd, "transB", 0) != 0;
-      expect(who, "input features ('" + in(0) + "')", dim(who, in(0), ta ? 0 : 1), "its B '" + in(1) + "'",
-             dim(who, in(1), tb ? 1 : 0));
-    } else if (op == "MatMul" && nd.input_size() >= 2) {
-      auto it = now.find(in(1));
-      const int b_axis = it != now.end() && it->second.size() == 1 ? 0 : -2;
-      expect(who, "input features ('" + in(0) + "')", dim(who, in(0), -1), "its B '" + in(1) + "'", dim(who, in(1), b_axis));
-    } else if (op == "BatchNormalization") {
-      const int64_t c = dim(who, in(0), 1);
-      for (int k = 1; k <= 4 && k < nd.input_size(); ++k)
-        expect(who, "channels ('" + in(0) + "')", c, "its parameter '" + in(k) + "'", dim(who, in(k), 0));
+      const int64_t cin_g = dim(who, in(wi), sig->inputs[wi].in_axis);
+      expect(who, "input channels ('" + in(0) + "')", dim(who, in(0), xf.axis),
+             "its weight '" + in(wi) + "'" + (g != 1 ? " with " + std::to_string(g) + " groups" : ""), cin_g < 0 ? -1 : cin_g * g);
+    } else if (facts->channels == onnxu::Channels::dense && wi >= 0 && wi < nd.input_size()) {
+      const onnxu::InputFact& wf = sig->inputs[wi];
+      int w_axis = onnxu::node_axis(nd, wf, wf.in_axis);
+      auto it = now.find(in(wi));
+      if (w_axis == -2 && it != now.end() && it->second.size() == 1) w_axis = 0;  // a 1-D MatMul B is [K]
+      expect(who, "input features ('" + in(0) + "')", dim(who, in(0), onnxu::node_axis(nd, xf, xf.axis)),
+             "its " + std::string(wf.name) + " '" + in(wi) + "'", dim(who, in(wi), w_axis));
+    } else if (facts->channels == onnxu::Channels::pass_through) {
+      std::optional<int64_t> c;  // X dim 1, read only for operators with per-channel inputs
+      for (int k = 1; k < nd.input_size() && k < static_cast<int>(sig->inputs.size()); ++k) {
+        const onnxu::Role r = sig->inputs[k].role;
+        if (r != onnxu::Role::per_channel && r != onnxu::Role::running_stat) continue;
+        if (!c) c = dim(who, in(0), 1);
+        expect(who, "channels ('" + in(0) + "')", *c, "its parameter '" + in(k) + "'", dim(who, in(k), 0));
+      }
     }
   }
 
@@ -78,7 +91,7 @@ struct Verifier {
 
 void verify_pruned(const onnx::ModelProto& pruned, const onnxu::ShapeMap& original) {
   const onnxu::ShapeMap now = onnxu::infer_shapes(pruned, /*declared_outputs=*/false);
-  const Verifier v{now, original};
+  const Verifier v{now, original, onnxu::default_opset(pruned)};
   v.check_graph(pruned.graph(), "");
   for (const auto& o : pruned.graph().output()) {
     auto b = original.find(o.name());

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "core/error.h"
+#include "ops/update.h"
 
 namespace hpcnn::train {
 
@@ -40,15 +41,34 @@ dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool spar
   return l;
 }
 
-GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout layout)
-    : comm_(comm), layout_(std::move(layout)), fused_(layout_.total) {}
+std::vector<Tensor> position_tensors(const dist::FusedLayout& layout, const Device& device) {
+  std::vector<Tensor> out(layout.dense.size());
+  for (size_t k = 0; k < layout.dense.size(); ++k) {
+    if (layout.dense[k]) continue;
+    const auto& pos = layout.positions[k];
+    Tensor host({static_cast<int64_t>(pos.size())}, Layout::plain, DType::i64);
+    std::copy(pos.begin(), pos.end(), host.data_as<int64_t>());
+    out[k] = host.to(device);
+  }
+  return out;
+}
+
+GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout layout, const Device& device)
+    : comm_(comm),
+      layout_(std::move(layout)),
+      positions_(position_tensors(layout_, device)),
+      fused_({static_cast<int64_t>(layout_.total)}, Layout::plain, DType::f32, device) {}
 
 void GradientExchange::exchange(const std::vector<nn::Parameter>& params, int local_steps) {
   if (params.size() != layout_.dense.size()) throw_error(ErrorKind::usage, "gradient exchange: parameter count changed");
-  for (size_t k = 0; k < params.size(); ++k) dist::pack(layout_, k, params[k].grad.data(), fused_.data());
-  comm_.allreduce_sum(fused_.data(), fused_.size());
-  const float scale = 1.0f / static_cast<float>(comm_.size() * std::max(1, local_steps));
-  for (float& v : fused_) v *= scale;
+  for (size_t k = 0; k < params.size(); ++k) {
+    Tensor part = fused_.slice(static_cast<int64_t>(layout_.offset[k]), static_cast<int64_t>(layout_.count(k)));
+    const Tensor grad = params[k].grad.reshaped({params[k].grad.numel()});
+    if (layout_.dense[k]) copy_into(grad, part);
+    else ops::gather(grad, positions_[k], part);
+  }
+  comm_.allreduce_sum(fused_.data(), layout_.total);
+  ops::scale(fused_, 1.0f / static_cast<float>(comm_.size() * std::max(1, local_steps)));
 }
 
 }  // namespace hpcnn::train

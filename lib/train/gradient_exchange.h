@@ -1,7 +1,9 @@
 // hpcnn train: the gradient exchange of data-parallel training: every rank's parameter gradients
 // are packed into one fused buffer (dist/fused_layout.h: dense, or the non-zero positions of a
 // pruned model), summed with one allreduce and averaged over the world size and the gradient
-// accumulation steps.
+// accumulation steps. The fused buffer lives on the parameters' device and is packed and scaled
+// by the ops kernels of that device (ops/update.h); the communicator reduces it in place (MPI:
+// host memory; NCCL: device memory).
 #pragma once
 
 #include <vector>
@@ -17,20 +19,25 @@ namespace hpcnn::train {
 // set to zero, so that they stay zero).
 dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool sparse, const std::vector<Tensor>* masks = nullptr);
 
+// The positions of a sparse buffer of the layout as an i64 tensor on `device` (undefined for dense).
+std::vector<Tensor> position_tensors(const dist::FusedLayout& layout, const Device& device);
+
 class GradientExchange {
  public:
-  GradientExchange(dist::Communicator& comm, dist::FusedLayout layout);
+  GradientExchange(dist::Communicator& comm, dist::FusedLayout layout, const Device& device = Device::cpu());
   // Packs every Parameter::grad, allreduces, and divides by world size * `local_steps`. The
   // averaged, compacted gradients are then in fused() at layout().offset[k].
   void exchange(const std::vector<nn::Parameter>& params, int local_steps);
-  const std::vector<float>& fused() const { return fused_; }
+  const Tensor& fused() const { return fused_; }
   const dist::FusedLayout& layout() const { return layout_; }
+  const std::vector<Tensor>& positions() const { return positions_; }
   size_t bytes_per_step() const { return layout_.total * sizeof(float); }
 
  private:
   dist::Communicator& comm_;
   dist::FusedLayout layout_;
-  std::vector<float> fused_;
+  std::vector<Tensor> positions_;
+  Tensor fused_;
 };
 
 }  // namespace hpcnn::train

@@ -1,6 +1,8 @@
-// hpcnn train: the optimizers of dist-train, updating parameters from the averaged, compacted
-// gradients of train::GradientExchange. State (momentum) exists only for the positions in the
-// layout, so a pruned model's zero weights get no state and stay exactly zero.
+// hpcnn train: the optimizers of dist-train (the one SGD of the project, and LARS), updating
+// parameters from the averaged, compacted gradients of train::GradientExchange. State
+// (momentum) exists only for the positions in the layout, so a pruned model's zero weights get
+// no state and stay exactly zero. The updates run as the ops kernels of the parameters' device
+// (ops/update.h), on device buffers: the fused gradients and the velocity are tensors there.
 //
 //   sgd:  g' = g + wd * w;  v = momentum * v + g';  w -= lr * (nesterov ? g' + momentum * v : v)
 //   lars: (You, Gitman & Ginsburg, "Large batch training of convolutional networks", 2017)
@@ -29,16 +31,18 @@ struct OptimizerOptions {
 
 class Optimizer {
  public:
-  Optimizer(OptimizerOptions options, const dist::FusedLayout& layout);
-  // grads: the fused compacted gradients (layout order). Updates params[k].value in place.
-  void step(std::vector<nn::Parameter>& params, const std::vector<float>& grads, float lr);
-  std::vector<float>& state() { return velocity_; }  // for checkpoints (layout order)
+  // `positions`: the layout's sparse positions as i64 tensors on `device` (GradientExchange::positions()).
+  Optimizer(OptimizerOptions options, const dist::FusedLayout& layout, std::vector<Tensor> positions,
+            const Device& device = Device::cpu());
+  // grads: the fused compacted gradients (layout order, on the device). Updates params[k].value in place.
+  void step(std::vector<nn::Parameter>& params, const Tensor& grads, float lr);
+  Tensor& state() { return velocity_; }  // for checkpoints (layout order, on the device)
 
  private:
   OptimizerOptions opt_;
   const dist::FusedLayout& layout_;
-  std::vector<float> velocity_;
-  std::vector<float> w_, g_;  // scratch: compacted weights / gradients of one tensor
+  std::vector<Tensor> positions_;
+  Tensor velocity_;
 };
 
 }  // namespace hpcnn::train

@@ -105,27 +105,31 @@ nn::EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Commu
   return {s[0], s[1], s[2], s[3]};
 }
 
+// The optimizer state per parameter, dense (zeros where a sparse layout keeps no state), on the host.
 std::map<std::string, Tensor> dense_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
-                                          const std::vector<float>& state) {
+                                          const Tensor& state) {
+  const Tensor host = state.to(Device::cpu());
   std::map<std::string, Tensor> out;
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor t = Tensor::zeros(params[k].value.shape());
-    dist::unpack(layout, k, state.data(), t.data());
+    dist::unpack(layout, k, host.data(), t.data());
     out[params[k].name] = t;
   }
   return out;
 }
 
 void restore_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
-                   const std::map<std::string, Tensor>& saved, std::vector<float>& state, const std::string& path) {
+                   const std::map<std::string, Tensor>& saved, Tensor& state, const std::string& path) {
+  Tensor host = Tensor::zeros({static_cast<int64_t>(layout.total)});
   for (size_t k = 0; k < params.size(); ++k) {
     auto it = saved.find(params[k].name);
     if (it == saved.end()) throw_error(ErrorKind::bad_input, "checkpoint " + path + " has no optimizer state for '" + params[k].name + "'");
     if (it->second.shape() != params[k].value.shape())
       throw_error(ErrorKind::bad_input, "checkpoint " + path + ": optimizer state of '" + params[k].name + "' has shape " +
                                             shape_to_string(it->second.shape()));
-    dist::pack(layout, k, it->second.data(), state.data());
+    dist::pack(layout, k, it->second.data(), host.data());
   }
+  copy_into(host, state);
 }
 
 // Fault injection for the failure tests: HPCNN_TEST_FAULT="RANK:KIND:STEP" makes rank RANK, at
@@ -220,7 +224,7 @@ class Trainer {
       layout = parameter_layout(params, cfg_.sparse);
     }
     exchange_ = std::make_unique<GradientExchange>(comm_, layout);
-    optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, exchange_->layout());
+    optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, exchange_->layout(), exchange_->positions());
     spdlog::info("gradient exchange: {} ({} of {} values, {} bytes per step)", sparse() ? "sparse" : "dense",
                  exchange_->layout().total, exchange_->layout().full, exchange_->bytes_per_step());
   }

@@ -14,6 +14,7 @@
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/proto_tensor.h"
+#include "train/batchnorm_sync.h"
 #include "train/gradient_exchange.h"
 #include "train/optimizer.h"
 
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
                               std::to_string(dx.bytes_per_step()) + " (" + std::to_string(100 * ratio) + "%)");
     train::OptimizerOptions oo;
     oo.weight_decay = 1e-2f;
-    train::Optimizer opt(oo, sl);
+    train::Optimizer opt(oo, sx.layout(), sx.positions());
     for (int s = 0; s < 3; ++s) opt.step(sparse_model.parameters(), sx.fused(), 0.1f);
     bool zeros = true, moved = false;
     for (size_t k = 0; k < sparse_model.parameters().size(); ++k) {
@@ -178,6 +179,46 @@ int main(int argc, char** argv) {
       }
     }
     report(zeros && moved, "zero weights stay exactly zero after optimizer steps (non-zeros train)");
+
+    // 3. the exact cross-rank reduction of BatchNormalization moments: every rank computes the
+    //    moments of all ranks' values locally (they are drawn from one seed) and compares.
+    auto values_of = [](int r) {
+      std::mt19937_64 vr(100 + static_cast<uint64_t>(r));
+      std::normal_distribution<double> vd(50.0, 0.5);  // a large mean: the shift keeps the digits
+      std::vector<std::vector<double>> v(2, std::vector<double>(static_cast<size_t>(7 + 5 * r)));
+      for (auto& ch : v)
+        for (double& e : ch) e = vd(vr);
+      return v;
+    };
+    auto moments_of = [](const std::vector<std::vector<double>>& v) {
+      nn::ChannelMoments m;
+      m.count = static_cast<double>(v[0].size());
+      for (const auto& ch : v) {
+        double mean = 0, m2 = 0;
+        for (double e : ch) mean += e;
+        mean /= m.count;
+        for (double e : ch) m2 += (e - mean) * (e - mean);
+        m.mean.push_back(mean);
+        m.m2.push_back(m2);
+      }
+      return m;
+    };
+    nn::ChannelMoments mine = moments_of(values_of(rank));
+    const std::vector<double> shift{50.0, 49.5};
+    std::vector<nn::ChannelMoments*> all{&mine};
+    std::vector<const std::vector<double>*> shifts{&shift};
+    train::allreduce_moments(*comm, all, shifts);
+    std::vector<std::vector<double>> everything(2);
+    for (int r = 0; r < world; ++r) {
+      const auto v = values_of(r);
+      for (int c = 0; c < 2; ++c) everything[c].insert(everything[c].end(), v[c].begin(), v[c].end());
+    }
+    const nn::ChannelMoments want = moments_of(everything);
+    bool same = mine.count == want.count;
+    for (int c = 0; c < 2; ++c)
+      same = same && std::fabs(mine.mean[c] - want.mean[c]) <= 1e-12 * std::fabs(want.mean[c]) &&
+             std::fabs(mine.m2[c] - want.m2[c]) <= 1e-9 * want.m2[c];
+    report(same, "BatchNorm moments reduced over " + std::to_string(world) + " ranks == the moments of all their values");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
     comm->abort(1);

@@ -120,13 +120,13 @@ TEST_CASE("LARS: trust ratio per tensor, momentum on the scaled step, no scaling
   o.momentum = 0.9f;
   o.weight_decay = 0.01f;
   o.trust_coefficient = 0.02f;
-  hpcnn::train::Optimizer opt(o, layout);
+  hpcnn::train::Optimizer opt(o, layout, hpcnn::train::position_tensors(layout, hpcnn::Device::cpu()));
   const std::vector<std::vector<double>> grads = {{0.3, 0.4, -0.1, 0.2, 1.0, -2.0}, {-0.2, 0.1, 0.5, 0.3, 0.4, 0.0}};
   // Reference in double, from the formulas of You, Gitman & Ginsburg (2017), Algorithm 1.
   std::vector<double> w = {0.5, -1.0, 2.0, 0.25, 0.1, -0.3}, v(6, 0.0);
   const double lr = 0.5;
   for (const auto& g : grads) {
-    std::vector<float> fused(g.begin(), g.end());
+    const Tensor fused = Tensor::from_values({6}, std::vector<float>(g.begin(), g.end()));
     opt.step(params, fused, static_cast<float>(lr));
     double wn = 0, gn = 0;
     for (int j = 0; j < 4; ++j) wn += w[j] * w[j], gn += g[j] * g[j];
@@ -143,7 +143,7 @@ TEST_CASE("LARS: trust ratio per tensor, momentum on the scaled step, no scaling
   }
   for (int j = 0; j < 4; ++j) CHECK(params[0].value.data()[j] == Approx(w[j]).epsilon(1e-5));
   for (int j = 0; j < 2; ++j) CHECK(params[1].value.data()[j] == Approx(w[4 + j]).epsilon(1e-5));
-  CHECK(opt.state()[0] == Approx(v[0]).epsilon(1e-5));
+  CHECK(opt.state().data()[0] == Approx(v[0]).epsilon(1e-5));
 }
 
 TEST_CASE("SGD with Nesterov momentum and weight decay", "[train][optimizer]") {
@@ -153,11 +153,11 @@ TEST_CASE("SGD with Nesterov momentum and weight decay", "[train][optimizer]") {
   o.momentum = 0.8f;
   o.nesterov = true;
   o.weight_decay = 0.1f;
-  hpcnn::train::Optimizer opt(o, layout);
+  hpcnn::train::Optimizer opt(o, layout, hpcnn::train::position_tensors(layout, hpcnn::Device::cpu()));
   std::vector<double> w = {0.5, -1.0, 2.0, 0.25, 0.1, -0.3}, v(6, 0.0);
   const std::vector<double> g = {1.0, -1.0, 0.5, 0.0, 0.25, -0.5};
   for (int it = 0; it < 2; ++it) {
-    std::vector<float> fused(g.begin(), g.end());
+    const Tensor fused = Tensor::from_values({6}, std::vector<float>(g.begin(), g.end()));
     opt.step(params, fused, 0.1f);
     for (int j = 0; j < 6; ++j) {
       const double gj = g[j] + (j < 4 ? 0.1 * w[j] : 0.0);

@@ -1,6 +1,6 @@
 #include "common/data_options.h"
 
-#include <sstream>
+#include "common/numbers.h"
 
 #include "core/error.h"
 #include "train/config.h"
@@ -10,21 +10,8 @@ namespace hpcnn::tool {
 namespace {
 
 std::vector<float> parse_floats(const std::string& text, const char* flag) {
-  std::vector<float> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    size_t used = 0;
-    float v = 0;
-    try {
-      v = std::stof(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size()) throw_error(ErrorKind::usage, std::string(flag) + ": '" + item + "' is not a number");
-    out.push_back(v);
-  }
-  if (out.empty()) throw_error(ErrorKind::usage, std::string(flag) + " needs one value per channel, e.g. 0.286");
-  return out;
+  const std::vector<double> v = parse_number_list(text, flag);
+  return {v.begin(), v.end()};
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // prune-rate: automatic per-layer structured pruning rates from the L1 pruning error
 // (Sakai et al., ICPR 2022); writes the physically smaller ONNX model with -o.
 #include <iostream>
-#include <sstream>
 
+#include "common/numbers.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/atomic_file.h"
@@ -13,25 +13,6 @@ namespace {
 
 using hpcnn::ErrorKind;
 using hpcnn::throw_error;
-
-std::vector<double> parse_rates(const std::string& text) {
-  std::vector<double> rates;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size()) throw_error(ErrorKind::usage, "--rates: '" + item + "' is not a number");
-    rates.push_back(v);
-  }
-  if (rates.empty()) throw_error(ErrorKind::usage, "--rates: the list is empty");
-  return rates;
-}
 
 }  // namespace
 
@@ -73,7 +54,7 @@ int main(int argc, char** argv) {
         if (!thresholds_file.empty()) o.layer_thresholds = hpcnn::prune::read_thresholds_file(thresholds_file);
         if (opt_params->count()) o.target_params_reduction = target_params;
         if (opt_macs->count()) o.target_macs_reduction = target_macs;
-        if (opt_rates->count()) o.rates = parse_rates(rates);
+        if (opt_rates->count()) o.rates = hpcnn::tool::parse_number_list(rates, "--rates");
         o.external_data = external == "always"  ? hpcnn::onnxu::ExternalData::always
                           : external == "never" ? hpcnn::onnxu::ExternalData::never
                                                 : hpcnn::onnxu::ExternalData::automatic;

@@ -1,7 +1,7 @@
 // Batch normalization on the CPU. Per-channel statistics accumulate in double. Channels-last
 // tensors (nhwc: [rows, C] with C contiguous) run row by row with SIMD over C and per-thread
 // partial sums; plain [N, C, inner] tensors run channel by channel.
-#include "ops/batchnorm.h"
+#include "ops/cpu/kernels.h"
 
 #include <omp.h>
 
@@ -10,9 +10,9 @@
 
 #include "ops/cpu/channel_view.h"
 
-namespace hpcnn::ops {
+namespace hpcnn::ops::cpu {
 
-using cpu::ChannelView;
+
 
 namespace {
 
@@ -208,4 +208,4 @@ void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormSta
   }
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu

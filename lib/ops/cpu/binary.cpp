@@ -1,23 +1,10 @@
-#include "ops/binary.h"
+#include "ops/cpu/kernels.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 
-namespace hpcnn::ops {
-
-Shape broadcast_shape(const Shape& a, const Shape& b) {
-  const size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1)
-      throw_error(ErrorKind::bad_input, "shapes " + shape_to_string(a) + " and " + shape_to_string(b) + " do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
+namespace hpcnn::ops::cpu {
 
 namespace {
 
@@ -124,9 +111,9 @@ void add_sub_backward(BinaryOp op, const Shape& a, Layout la, const Shape& b, La
                       Tensor* gb) {
   const bool same = a == b && la == lb;
   const Tensor g = to_layout(gy, same ? la : Layout::plain);
-  if (ga) *ga = reduce_to_shape(g, a);
+  if (ga) *ga = cpu::reduce_to_shape(g, a);
   if (gb) {
-    Tensor r = reduce_to_shape(g, b);
+    Tensor r = cpu::reduce_to_shape(g, b);
     if (op == BinaryOp::sub) {
       Tensor n(r.shape(), r.layout());
       for (int64_t i = 0; i < r.numel(); ++i) n.data()[i] = -r.data()[i];
@@ -138,13 +125,13 @@ void add_sub_backward(BinaryOp op, const Shape& a, Layout la, const Shape& b, La
 
 void binary_backward(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& gy, Tensor* ga, Tensor* gb) {
   if (op != BinaryOp::mul) {
-    add_sub_backward(op, a.shape(), a.layout(), b.shape(), b.layout(), gy, ga, gb);
+    cpu::add_sub_backward(op, a.shape(), a.layout(), b.shape(), b.layout(), gy, ga, gb);
     return;
   }
   const bool same = a.shape() == b.shape() && a.layout() == b.layout();
   const Tensor g = same ? to_layout(gy, a.layout()) : to_layout(gy, Layout::plain);
-  if (ga) *ga = reduce_to_shape(binary_forward(BinaryOp::mul, g, same ? b : to_layout(b, Layout::plain)), a.shape());
-  if (gb) *gb = reduce_to_shape(binary_forward(BinaryOp::mul, g, same ? a : to_layout(a, Layout::plain)), b.shape());
+  if (ga) *ga = cpu::reduce_to_shape(cpu::binary_forward(BinaryOp::mul, g, same ? b : to_layout(b, Layout::plain)), a.shape());
+  if (gb) *gb = cpu::reduce_to_shape(cpu::binary_forward(BinaryOp::mul, g, same ? a : to_layout(a, Layout::plain)), b.shape());
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu

@@ -1,42 +1,34 @@
 // Conv2d on the CPU through oneDNN (convolution_forward / _backward_data / _backward_weights).
 // Activations are nhwc; weights are reordered from the ONNX layout (oihw / goihw) into whatever
 // layout the chosen implementation wants, and weight gradients back.
-#include "ops/conv.h"
+#include "ops/cpu/kernels.h"
 
 #include <cstring>
 
 #include "core/error.h"
 #include "ops/cpu/dnnl_util.h"
 
-namespace hpcnn::ops {
+namespace hpcnn::ops::cpu {
 
 using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pb, int64_t pe) {
-  const int64_t ek = (k - 1) * dilation + 1;
-  const int64_t span = in + pb + pe - ek;
-  if (span < 0) return 0;
-  return span / stride + 1;
-}
+// The oneDNN twin of a Conv node: primitives kept for the last input shape.
+class DnnlConv2d final : public Conv2dKernel {
+ public:
+  explicit DnnlConv2d(Conv2dParams p) : p_(std::move(p)) {}
+  Tensor forward(ExecutionContext&, const Tensor& x, const Tensor& w, const Tensor& b, bool training) override;
+  void backward(ExecutionContext&, const Tensor& x, const Tensor& w, const Tensor& gy, Tensor* gx, Tensor* gw,
+                Tensor* gb) override;
 
-std::array<int64_t, 4> conv_resolve_pads(const Conv2dParams& p, int64_t H, int64_t W, int64_t kH, int64_t kW) {
-  if (p.auto_pad == "NOTSET" || p.auto_pad.empty()) return p.pads;
-  if (p.auto_pad == "VALID") return {0, 0, 0, 0};
-  std::array<int64_t, 4> pads{};
-  const int64_t in[2] = {H, W}, k[2] = {kH, kW};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t out = (in[i] + p.stride[i] - 1) / p.stride[i];
-    const int64_t total = std::max<int64_t>(0, (out - 1) * p.stride[i] + (k[i] - 1) * p.dilation[i] + 1 - in[i]);
-    const int64_t small = total / 2, large = total - small;
-    pads[i] = p.auto_pad == "SAME_LOWER" ? large : small;
-    pads[i + 2] = total - pads[i];
-  }
-  return pads;
-}
+ private:
+  struct State;
+  Conv2dParams p_;
+  std::unique_ptr<State> s_;
+};
 
-struct Conv2d::State {
+struct DnnlConv2d::State {
   Shape x_shape, w_shape;
   bool has_bias = false;
   Shape y_shape;
@@ -51,23 +43,22 @@ struct Conv2d::State {
   dnnl::convolution_backward_weights bwd_w;
 };
 
-Conv2d::Conv2d(Conv2dParams p) : p_(std::move(p)) {}
-Conv2d::~Conv2d() = default;
+std::unique_ptr<Conv2dKernel> make_conv2d(const Conv2dParams& p) { return std::make_unique<DnnlConv2d>(p); }
 
 namespace {
 memory wrap(const memory::desc& md, const float* p) {
-  return memory(md, cpu::engine(), const_cast<float*>(p));
+  return memory(md, engine(), const_cast<float*>(p));
 }
 // Memory in `want`, reordering from `have` when they differ.
 memory as_desc(const memory& have, const memory::desc& want) {
   if (have.get_desc() == want) return have;
-  memory m(want, cpu::engine());
-  dnnl::reorder(have, m).execute(cpu::stream(), const_cast<memory&>(have), m);
+  memory m(want, engine());
+  dnnl::reorder(have, m).execute(stream(), const_cast<memory&>(have), m);
   return m;
 }
 }  // namespace
 
-Tensor Conv2d::forward(const Tensor& x_in, const Tensor& w, const Tensor& b, bool training) {
+Tensor DnnlConv2d::forward(ExecutionContext&, const Tensor& x_in, const Tensor& w, const Tensor& b, bool training) {
   if (x_in.rank() != 4) throw_error(ErrorKind::unsupported, "Conv input of shape " + shape_to_string(x_in.shape()) + ": only 2-D convolutions (4-D inputs) are supported");
   if (w.rank() != 4) throw_error(ErrorKind::bad_input, "Conv weight of shape " + shape_to_string(w.shape()) + " is not 4-D");
   const Tensor x = to_layout(x_in, Layout::nhwc);
@@ -102,78 +93,78 @@ Tensor Conv2d::forward(const Tensor& x_in, const Tensor& w, const Tensor& b, boo
     s->wei_user_md = memory::desc(wdims, dt::f32, G == 1 ? tag::oihw : tag::goihw);
     memory::desc wei_any(wdims, dt::f32, tag::any);
     s->bias_md = memory::desc({M}, dt::f32, tag::x);
-    cpu::dnnl_call("Conv forward", [&] {
+    dnnl_call("Conv forward", [&] {
       const auto kind = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
       auto d = s->has_bias ? dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, s->src_md, wei_any,
                                                             s->bias_md, s->dst_md, s->strides, s->dilates, s->pad_l, s->pad_r)
                            : dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, s->src_md, wei_any,
                                                             s->dst_md, s->strides, s->dilates, s->pad_l, s->pad_r);
-      s->fwd_pd = dnnl::convolution_forward::primitive_desc(d, cpu::engine());
+      s->fwd_pd = dnnl::convolution_forward::primitive_desc(d, engine());
       s->fwd = dnnl::convolution_forward(s->fwd_pd);
       return 0;
     });
     s_ = std::move(s);
   }
   Tensor y(s_->y_shape, Layout::nhwc);
-  cpu::dnnl_call("Conv forward", [&] {
+  dnnl_call("Conv forward", [&] {
     memory src = wrap(s_->src_md, x.data());
     memory wei = as_desc(wrap(s_->wei_user_md, w.data()), s_->fwd_pd.weights_desc());
     memory dst = wrap(s_->dst_md, y.data());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
     if (s_->has_bias) args[DNNL_ARG_BIAS] = wrap(s_->bias_md, b.data());
-    s_->fwd.execute(cpu::stream(), args);
-    cpu::stream().wait();
+    s_->fwd.execute(stream(), args);
+    stream().wait();
     return 0;
   });
   return y;
 }
 
-void Conv2d::backward(const Tensor& x_in, const Tensor& w, const Tensor& gy_in, Tensor* gx, Tensor* gw, Tensor* gb) {
+void DnnlConv2d::backward(ExecutionContext&, const Tensor& x_in, const Tensor& w, const Tensor& gy_in, Tensor* gx, Tensor* gw, Tensor* gb) {
   if (!s_) throw_error(ErrorKind::usage, "Conv backward before forward");
   const Tensor x = to_layout(x_in, Layout::nhwc);
   const Tensor gy = to_layout(gy_in, Layout::nhwc);
   State& s = *s_;
   if (!s.have_bwd) {
-    cpu::dnnl_call("Conv backward", [&] {
+    dnnl_call("Conv backward", [&] {
       memory::desc wei_any(s.wei_user_md.dims(), dt::f32, tag::any);
       auto dd = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any, s.dst_md,
                                                       s.strides, s.dilates, s.pad_l, s.pad_r);
-      s.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(dd, cpu::engine(), s.fwd_pd);
+      s.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(dd, engine(), s.fwd_pd);
       s.bwd_data = dnnl::convolution_backward_data(s.bwd_data_pd);
       auto wd = s.has_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any,
                                                                        s.bias_md, s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r)
                            : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any,
                                                                        s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r);
-      s.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(wd, cpu::engine(), s.fwd_pd);
+      s.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(wd, engine(), s.fwd_pd);
       s.bwd_w = dnnl::convolution_backward_weights(s.bwd_w_pd);
       s.have_bwd = true;
       return 0;
     });
   }
-  cpu::dnnl_call("Conv backward", [&] {
+  dnnl_call("Conv backward", [&] {
     memory ddst = wrap(s.dst_md, gy.data());
     if (gx) {
       *gx = Tensor(s.x_shape, Layout::nhwc);
       memory wei = as_desc(wrap(s.wei_user_md, w.data()), s.bwd_data_pd.weights_desc());
       memory dsrc = wrap(s.src_md, gx->data());
-      s.bwd_data.execute(cpu::stream(), {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc}});
+      s.bwd_data.execute(stream(), {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc}});
     }
     if (gw || gb) {
       Tensor gw_t(s.w_shape), gb_t = s.has_bias ? Tensor({s.w_shape[0]}) : Tensor();
       memory src = wrap(s.src_md, x.data());
       memory dwei_user = wrap(s.wei_user_md, gw_t.data());
       const bool direct = s.bwd_w_pd.diff_weights_desc() == s.wei_user_md;
-      memory dwei = direct ? dwei_user : memory(s.bwd_w_pd.diff_weights_desc(), cpu::engine());
+      memory dwei = direct ? dwei_user : memory(s.bwd_w_pd.diff_weights_desc(), engine());
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei}};
       if (s.has_bias) args[DNNL_ARG_DIFF_BIAS] = wrap(s.bias_md, gb_t.data());
-      s.bwd_w.execute(cpu::stream(), args);
-      if (!direct) dnnl::reorder(dwei, dwei_user).execute(cpu::stream(), dwei, dwei_user);
+      s.bwd_w.execute(stream(), args);
+      if (!direct) dnnl::reorder(dwei, dwei_user).execute(stream(), dwei, dwei_user);
       if (gw) *gw = gw_t;
       if (gb && s.has_bias) *gb = gb_t;
     }
-    cpu::stream().wait();
+    stream().wait();
     return 0;
   });
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu

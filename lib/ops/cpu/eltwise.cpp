@@ -1,12 +1,10 @@
-#include "ops/eltwise.h"
+#include "ops/cpu/kernels.h"
 
 #include <cmath>
 
 #include "core/error.h"
 
-namespace hpcnn::ops {
-
-bool activation_saves_output(Activation k) { return k == Activation::relu || k == Activation::sigmoid; }
+namespace hpcnn::ops::cpu {
 
 Tensor activation_forward(const Tensor& x, const ActivationParams& p) {
   Tensor y(x.shape(), x.layout());
@@ -92,4 +90,4 @@ Tensor dropout_backward(const Tensor& gy_in, float ratio, const std::vector<uint
   return gx;
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu

@@ -1,10 +1,10 @@
-#include "ops/gemm.h"
+#include "ops/cpu/kernels.h"
 
 #include "core/error.h"
 #include "ops/binary.h"
 #include "ops/cpu/dnnl_util.h"
 
-namespace hpcnn::ops {
+namespace hpcnn::ops::cpu {
 
 namespace {
 void need_2d(const Tensor& t, const char* what) {
@@ -23,7 +23,7 @@ Tensor gemm_forward(const Tensor& A, const Tensor& B, const Tensor& C, const Gem
   if (C.defined() && p.beta != 0.0f) {
     if (broadcast_shape(C.shape(), {M, N}) != Shape{M, N})
       throw_error(ErrorKind::bad_input, "Gemm C of shape " + shape_to_string(C.shape()) + " does not broadcast to [" + std::to_string(M) + "," + std::to_string(N) + "]");
-    Y = binary_forward(BinaryOp::add, Tensor::zeros({M, N}), to_layout(C, Layout::plain));  // C broadcast to [M, N]
+    Y = cpu::binary_forward(BinaryOp::add, Tensor::zeros({M, N}), to_layout(C, Layout::plain));  // C broadcast to [M, N]
     beta = p.beta;
   } else {
     Y = Tensor({M, N});
@@ -53,7 +53,7 @@ void gemm_backward(const Tensor& A, const Tensor& B, const Tensor& C, const Gemm
       cpu::sgemm(true, p.trans_a, N, K, M, p.alpha, gy.data(), N, A.data(), A.dim(1), 0.0f, gB->data(), K);
   }
   if (gC && C.defined()) {
-    Tensor r = reduce_to_shape(gy, C.shape());
+    Tensor r = cpu::reduce_to_shape(gy, C.shape());
     for (int64_t i = 0; i < r.numel(); ++i) r.data()[i] *= p.beta;
     *gC = r;
   }
@@ -135,4 +135,4 @@ void matmul_backward(const Tensor& A_in, const Tensor& B_in, const Tensor& gy_in
   }
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu

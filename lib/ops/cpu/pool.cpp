@@ -1,5 +1,5 @@
 // Pooling on the CPU in nhwc: the channel loop is innermost and contiguous.
-#include "ops/pool.h"
+#include "ops/cpu/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "ops/conv.h"
 
-namespace hpcnn::ops {
+namespace hpcnn::ops::cpu {
 
 namespace {
 
@@ -235,4 +235,4 @@ Tensor global_avgpool_backward(const Tensor& x, const Tensor& gy) {
   return gx;
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu

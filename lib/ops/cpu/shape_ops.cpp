@@ -2,9 +2,9 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "ops/shape_ops.h"
+#include "ops/cpu/kernels.h"
 
-namespace hpcnn::ops {
+namespace hpcnn::ops::cpu {
 
 namespace {
 int64_t norm_axis(int64_t axis, int rank, const char* op) {
@@ -136,18 +136,9 @@ Tensor softmax_backward(const Tensor& y, const Tensor& gy_in, int64_t axis, bool
   return gx;
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu
 
-namespace hpcnn::ops {
-
-std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& perm_in, int rank) {
-  std::vector<int64_t> perm = perm_in;
-  if (perm.empty())
-    for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
-  std::vector<int64_t> inv(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-  return inv;
-}
+namespace hpcnn::ops::cpu {
 
 Tensor transpose_forward(const Tensor& x_in, const std::vector<int64_t>& perm_in) {
   const Tensor x = to_layout(x_in, Layout::plain);
@@ -236,4 +227,4 @@ Tensor pad_backward(const Shape& xs, const std::vector<int64_t>& pads, const Ten
   return gx;
 }
 
-}  // namespace hpcnn::ops
+}  // namespace hpcnn::ops::cpu

@@ -1,4 +1,5 @@
-#include "nn/loss.h"
+// The CPU twin of ops/loss.h.
+#include "ops/cpu/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +7,7 @@
 
 #include "core/error.h"
 
-namespace hpcnn::nn {
+namespace hpcnn::ops::cpu {
 
 LossResult softmax_cross_entropy(const Tensor& logits_in, std::span<const int32_t> labels, float eps, Tensor* grad) {
   const Tensor logits = to_layout(logits_in, Layout::plain);
@@ -46,4 +47,4 @@ LossResult softmax_cross_entropy(const Tensor& logits_in, std::span<const int32_
   return r;
 }
 
-}  // namespace hpcnn::nn
+}  // namespace hpcnn::ops::cpu

@@ -1,0 +1,51 @@
+// The training-data option group of the tool frame (tools/common/data_options.h).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/data_options.h"
+#include "core/error.h"
+#include "error_check.h"
+
+using namespace hpcnn;
+
+namespace {
+tool::TrainingData parse(std::vector<std::string> args) {
+  CLI::App app;
+  tool::DataOptions o;
+  tool::add_data_options(app, o);
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  app.parse(rev);
+  return tool::resolve_data_options(o);
+}
+}  // namespace
+
+TEST_CASE("training data from --data/--labels/--mean/--std or from a dist-train configuration", "[tools]") {
+  auto d = parse({"--data", "imgs.idx", "--labels", "lbl.idx", "--mean", "0.49,0.48,0.45", "--std", "0.25,0.24,0.26"});
+  CHECK(d.images == "imgs.idx");
+  CHECK(d.labels == "lbl.idx");
+  CHECK(d.mean == std::vector<float>{0.49f, 0.48f, 0.45f});
+  CHECK(d.std == std::vector<float>{0.25f, 0.24f, 0.26f});
+
+  const auto cfg = std::filesystem::temp_directory_path() / ("hpcnn_data_options_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(cfg) << R"({"data": {"train_images": "t.idx.gz", "train_labels": "l.idx.gz", "cache": false},
+                           "augmentation": {"crop_padding": 4, "mean": [0.286], "std": [0.353]}})";
+  d = parse({"--config", cfg.string()});
+  CHECK(d.images == "t.idx.gz");
+  CHECK(d.labels == "l.idx.gz");
+  CHECK(d.mean == std::vector<float>{0.286f});
+  CHECK(d.std == std::vector<float>{0.353f});
+  CHECK_FALSE(d.cache);
+
+  using testing::check_error;
+  check_error([&] { parse({"--config", cfg.string(), "--data", "x"}); }, ErrorKind::usage, "give --config TRAIN.json, or --data");
+  check_error([] { parse({}); }, ErrorKind::usage, "give --config TRAIN.json, or --data");
+  check_error([] { parse({"--data", "x", "--mean", "0.5"}); }, ErrorKind::usage, "--data needs --mean and --std");
+  check_error([] { parse({"--data", "x", "--mean", "0.5,a", "--std", "1"}); }, ErrorKind::usage, "'a' is not a number");
+  check_error([] { parse({"--data", "x", "--mean", "0.5,0.5", "--std", "1"}); }, ErrorKind::usage, "same number of values");
+  check_error([] { parse({"--data", "x", "--mean", "0.5", "--std", "0"}); }, ErrorKind::usage, "must be > 0");
+  std::ofstream(cfg) << R"({"data": {"train_images": ""}, "optimiser": {}})";
+  check_error([&] { parse({"--config", cfg.string()}); }, ErrorKind::usage, "unknown configuration key 'optimiser'");
+  std::filesystem::remove(cfg);
+}
