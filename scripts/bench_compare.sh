@@ -20,11 +20,13 @@ corpus="${CORPUS:-$here/../shared/corpus}"
 files=()
 for f in "$corpus"/*; do case "$f" in *.md) ;; *) [ -f "$f" ] && files+=("$f") ;; esac; done
 gzip -dc /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz > "$tmp/fmnist"
-"$py" "$here/scripts/bench_models.py" "$tmp/models" > /dev/null
+# The training models come from PyTorch (Debian's python3-torch; scripts/bench_train.sh installs it).
+/usr/bin/python3 "$here/scripts/bench_models.py" "$tmp/models" --models fmnist_cnn,resnet18 --batch 64 > /dev/null
 "$py" "$here/scripts/make_light_models.py" "$tmp/light" --models vgg19 > /dev/null
-results="$tmp/results.txt"
+results="${RESULTS:-$here/out/bench_compare_results.txt}"  # kept: the raw figures of every run
+mkdir -p "$(dirname "$results")"
 : > "$results"
-record() { echo "$1 $2 $3 $4" >> "$results"; }  # figure side value higher_is_better(1/0)
+record() { echo "$1 $2 ${3:-missing} $4" >> "$results"; }  # figure side value higher_is_better(1/0)
 
 for r in $(seq "$rounds"); do
   for side in old new; do
@@ -33,7 +35,7 @@ for r in $(seq "$rounds"); do
     # huffgpu: the TOTAL row's T=1 and T=2 speeds (columns: enc T=1, dec T=1, enc T=2, dec T=2)
     for set in corpus fmnist; do
       if [ "$set" = corpus ]; then args=("${files[@]}"); else args=("$tmp/fmnist"); fi
-      line=$("$b/bench/huffman_bench" --repeat 3 "${args[@]}" | grep '^TOTAL')
+      line=$("$b/bench/huffman_bench" --repeat 5 "${args[@]}" | grep '^TOTAL')
       read -r e1 d1 e2 d2 <<< "$(awk -F'|' '{split($2, a, " "); print a[1], a[2], a[3], a[4]}' <<< "$line")"
       record "huffman_${set}_encode_T1_MBps" "$side" "$e1" 1; record "huffman_${set}_decode_T1_MBps" "$side" "$d1" 1
       record "huffman_${set}_encode_T2_MBps" "$side" "$e2" 1; record "huffman_${set}_decode_T2_MBps" "$side" "$d2" 1
@@ -49,8 +51,8 @@ for r in $(seq "$rounds"); do
     done
     # dist-train
     out=$(BUILD_DIR="$b" bash "$here/scripts/bench_dist.sh" 100)
-    record dist_1rank_img_per_s "$side" "$(awk '/1 rank :/{print $4}' <<< "$out")" 1
-    record dist_2ranks_img_per_s "$side" "$(awk '/2 ranks:/{print $3}' <<< "$out")" 1
+    record dist_1rank_img_per_s "$side" "$(awk '/^  1 rank :/{print $4}' <<< "$out")" 1
+    record dist_2ranks_img_per_s "$side" "$(awk '/^  2 ranks:/{print $3}' <<< "$out")" 1
     record dist_sparse90_dense_ms_per_step "$side" "$(awk '/  dense :/{print $(NF-1)}' <<< "$out")" 0
     record dist_sparse90_sparse_ms_per_step "$side" "$(awk '/  sparse:/{print $(NF-1)}' <<< "$out")" 0
     # prune-rate on the light VGG-19
@@ -68,7 +70,8 @@ from collections import defaultdict
 vals, higher = defaultdict(lambda: defaultdict(list)), {}
 for line in open(sys.argv[1]):
     fig, side, v, hb = line.split()
-    if v in ("", "None"):
+    if v == "missing":
+        print(f"warning: no value for {fig} ({side})")
         continue
     vals[fig][side].append(float(v))
     higher[fig] = hb == "1"

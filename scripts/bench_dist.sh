@@ -27,7 +27,7 @@ for t in m.graph.initializer:
 onnx.save(m, f"{d}/cnn_sparse90.onnx")
 PY
 common=(--config configs/fashion_mnist_cnn.json --epochs 1 --set final_polish_epochs=0 --set max_steps_per_epoch=$steps
-        --set 'data.test_images=""' --set 'checkpoint.path=""' --set 'metrics=""' -o '' --threads 1 -q)
+        --set 'data.test_images=""' --set 'checkpoint.path=""' --set 'metrics=""' --set 'output=""' --threads 1 -q)
 run() {  # ranks, extra args... -> summary JSON
   local n=$1; shift
   if [ "$n" -eq 1 ]; then OMP_NUM_THREADS=1 "$bin" "${common[@]}" "$@"

@@ -43,12 +43,12 @@ void unregister_temp(int slot) {
   if (slot >= 0) g_used[slot].store(false);
 }
 
-std::atomic<void (*)()> g_graceful{nullptr};
+std::atomic<void (*)(int)> g_graceful{nullptr};
 std::atomic<int> g_signals{0};
 
 extern "C" void cleanup_handler(int sig) {
-  if (void (*graceful)() = g_graceful.load(); graceful && g_signals.fetch_add(1) == 0) {
-    graceful();
+  if (void (*graceful)(int) = g_graceful.load(); graceful && g_signals.fetch_add(1) == 0) {
+    graceful(sig);
     return;
   }
   for (int i = 0; i < kSlots; ++i)
@@ -82,7 +82,7 @@ void create_parent_folders(const std::filesystem::path& target) {
                                    "': " + (ec ? ec.message() : std::string("not a folder")));
 }
 
-void install_signal_cleanup(void (*graceful_stop)()) {
+void install_signal_cleanup(void (*graceful_stop)(int)) {
   g_graceful.store(graceful_stop);
   struct sigaction sa {};
   sa.sa_handler = cleanup_handler;

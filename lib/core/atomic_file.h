@@ -65,10 +65,10 @@ class AtomicFile {
 
 // Installs SIGINT/SIGTERM/SIGHUP handlers that unlink every live AtomicFile's temporary file
 // and then re-raise the signal with its default action. With `graceful_stop` (async-signal-safe,
-// e.g. setting an atomic flag), the first signal calls it instead and the program goes on to
-// stop at a point of its choosing (dist-train: a checkpoint at the next step); a second signal
-// cleans up and ends the process as above.
-void install_signal_cleanup(void (*graceful_stop)() = nullptr);
+// e.g. setting an atomic flag; called with the signal number), the first signal calls it instead
+// and the program goes on to stop at a point of its choosing (dist-train: a checkpoint at the next
+// step); a second signal cleans up and ends the process as above.
+void install_signal_cleanup(void (*graceful_stop)(int signal) = nullptr);
 
 // Reads a whole file (ErrorKind::io if it cannot be opened or read).
 std::string read_file(const std::filesystem::path& path);

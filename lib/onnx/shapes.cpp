@@ -156,6 +156,7 @@ ShapeMap infer_shapes(const onnx::ModelProto& model, bool declared_outputs) {
   ShapeMap out;
   size_t pos = 0;
   auto take = [&](void* dst, size_t n) {
+    if (n == 0) return;  // a rank-0 tensor has no dims (and dims.data() may be null)
     if (pos + n > bytes.size()) throw_error(ErrorKind::io, "shape inference result cut short");
     std::memcpy(dst, bytes.data() + pos, n);
     pos += n;

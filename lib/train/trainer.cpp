@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "core/threads.h"
@@ -34,7 +35,12 @@ using nlohmann::json;
 
 namespace {
 
-std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop{0};  // the signal that asked for a stop, 0: none
+
+std::string signal_name(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signal);
+}
 
 void set_threads(const TrainConfig& cfg, const dist::Communicator& comm) {
   nn::set_num_threads(cfg.threads > 0 ? cfg.threads : default_thread_count(comm.local_size()));
@@ -283,10 +289,10 @@ class Trainer {
     for (int64_t step = first; step < steps_per_epoch_; ++step) {
       train_step(epoch, step, sums);
       if (run_.on_step && rank_ == 0) run_.on_step(epoch, cfg_.epochs, step + 1, steps_per_epoch_, sums.count ? sums.loss / sums.count : 0.0);
-      int64_t stop = g_stop.load(std::memory_order_relaxed) ? 1 : 0;
+      int64_t stop = g_stop.load(std::memory_order_relaxed);
       comm_.allreduce_max(&stop, 1);
       if (stop) {
-        spdlog::warn("stop requested (SIGTERM): checkpointing at epoch {}, step {}", epoch + 1, step + 1);
+        spdlog::warn("stop requested ({}): checkpointing at epoch {}, step {}", signal_name(static_cast<int>(stop)), epoch + 1, step + 1);
         const bool end = step + 1 == steps_per_epoch_;
         save_checkpoint(end ? epoch + 1 : epoch, end ? 0 : step + 1);
         stopped_ = true;
@@ -474,7 +480,7 @@ class Trainer {
 
 }  // namespace
 
-void request_stop() { g_stop.store(true, std::memory_order_relaxed); }
+void request_stop(int signal) { g_stop.store(signal, std::memory_order_relaxed); }
 
 json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path) {
   set_threads(cfg, comm);

@@ -3,7 +3,7 @@
 // final_polish_epochs epochs train on non-augmented data, Kasagi et al., HPDC 2020), the sparse
 // gradient exchange of pruned models, checkpoints and metrics.
 //
-// Every rank calls run_training() with the same configuration. After request_stop() (SIGTERM)
+// Every rank calls run_training() with the same configuration. After request_stop() (a first SIGTERM/SIGINT)
 // it checkpoints at the next step and returns {"stopped": true, ...} on every rank. Rank 0 writes the output model,
 // checkpoints and the metrics file; the returned summary is the same on every rank. Errors
 // throw hpcnn::Error naming the rank where it matters; the caller aborts the job (MPI_Abort).
@@ -29,8 +29,9 @@ nlohmann::json run_training(const TrainConfig& cfg, dist::Communicator& comm, co
 // Test accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_*.
 nlohmann::json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path);
 
-// Asks a running training to checkpoint and stop at the next step (async-signal-safe).
-void request_stop();
+// Asks a running training to checkpoint and stop at the next step (async-signal-safe); `signal`
+// is the signal that asked, named in the log.
+void request_stop(int signal);
 // Exit status after a stop request was honoured (128 + SIGTERM).
 inline constexpr int kStoppedExitCode = 143;
 

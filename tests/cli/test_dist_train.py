@@ -266,6 +266,14 @@ def wait_for_stderr_line(proc, marker, timeout=120):
     return lines
 
 
+def wait_for_stderr_line_in(proc, lines, marker, timeout=120):
+    """After wait_for_stderr_line: waits until the still-growing `lines` hold `marker`."""
+    t0 = time.time()
+    while not any(marker in l for l in list(lines)):
+        assert time.time() - t0 < timeout and proc.poll() is None, f"no line with {marker!r}: {''.join(lines)}"
+        time.sleep(0.005)
+
+
 def test_sigterm_checkpoints_and_exits(tmp_path):
     cfg = config(tmp_path, epochs=50, max_steps_per_epoch=0)
     proc = subprocess.Popen([H.tool("dist-train"), "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -281,6 +289,23 @@ def test_sigterm_checkpoints_and_exits(tmp_path):
     # no temporary file; the checkpoint resumes.
     assert read_checkpoint_meta(tmp_path / "ckpt")["global_step"] == s["step"]
     assert any("stop requested (SIGTERM)" in l for l in lines)
+    assert not (tmp_path / "trained.onnx").exists()
+    assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
+
+
+def test_second_signal_ends_at_once_and_cleans_up(tmp_path):
+    """The first SIGTERM asks for a checkpoint at the next step (and says so at once); a second one
+    ends the process at once (default action), after the tool frame's handler removed every
+    temporary file. One step of 64 x 256 images keeps the process in its first step meanwhile."""
+    cfg = config(tmp_path, epochs=50, max_steps_per_epoch=0, batch_size=256, accumulation_steps=64)
+    proc = subprocess.Popen([H.tool("dist-train"), "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    lines = wait_for_stderr_line(proc, "steps per epoch")
+    proc.send_signal(signal.SIGTERM)  # two signals sent back to back would merge into one
+    wait_for_stderr_line_in(proc, lines, "a second signal stops at once")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    assert proc.returncode == -signal.SIGTERM, "".join(lines)
     assert not (tmp_path / "trained.onnx").exists()
     assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
 

@@ -106,6 +106,12 @@ int main(int argc, char** argv) {
     failures += static_cast<int>(bad);
   };
   try {
+    // 0. the ranks on this node, from MPI_Comm_split_type (the test runs both ranks on one node)
+    const auto locals = comm->allgather(static_cast<uint64_t>(comm->local_rank() * 1000 + comm->local_size()));
+    bool node_ok = true;
+    for (int r = 0; r < world; ++r) node_ok = node_ok && locals[r] == static_cast<uint64_t>(r * 1000 + world);
+    report(node_ok && !comm->host().empty(), "local rank and size per node (" + std::to_string(world) + " ranks on " + comm->host() + ")");
+
     const int64_t B = 6;
     std::mt19937 rng(42);
     std::normal_distribution<float> nd;

@@ -28,9 +28,10 @@ struct ToolSpec {
   // Called with the exit code after an error was printed, before main returns it (dist-train:
   // MPI_Abort, so that every rank stops).
   std::function<void(int exit_code)> on_failure;
-  // Async-signal-safe: the first SIGINT/SIGTERM calls it and the tool stops at a point of its
-  // choosing; a second signal cleans up and ends the process. Null: the first signal does.
-  void (*graceful_stop)() = nullptr;
+  // Async-signal-safe: the first SIGINT/SIGTERM/SIGHUP calls it (with the signal number) and the
+  // tool stops at a point of its choosing; a second signal cleans up and ends the process. Null:
+  // the first signal does.
+  void (*graceful_stop)(int signal) = nullptr;
 };
 
 struct Context {

@@ -1,5 +1,7 @@
 // dist-train: data-parallel training of ONNX CNNs, launched by mpirun (MPI on CPUs) or run as a
 // single process. See configs/README.md for the configuration keys.
+#include <unistd.h>
+
 #include <iostream>
 #include <memory>
 
@@ -15,7 +17,17 @@
 
 namespace {
 
-void on_first_signal() { hpcnn::train::request_stop(); }  // checkpoint at the next step, then exit 143
+int g_rank = 0;
+
+// The first SIGTERM/SIGINT/SIGHUP: checkpoint at the next step, then exit 143. Said at once (with
+// write(2), async-signal-safe) so that a user at the terminal knows that a second signal ends the
+// process without a checkpoint.
+void on_first_signal(int signal) {
+  hpcnn::train::request_stop(signal);
+  static constexpr char kSaid[] =
+      "dist-train: stop requested: checkpointing after the current step (a second signal stops at once, without one)\n";
+  if (g_rank == 0 && ::write(2, kSaid, sizeof kSaid - 1) < 0) return;  // nothing to do if stderr is gone
+}
 
 }  // namespace
 
@@ -23,7 +35,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<hpcnn::dist::Communicator> comm;
   try {
     comm = hpcnn::dist::make_communicator(&argc, &argv);
-    hpcnn::set_process_identity(comm->rank(), comm->host());  // device errors name the rank and host
+    hpcnn::set_process_identity(comm->rank(), comm->host());
+    g_rank = comm->rank();  // device errors name the rank and host
   } catch (const hpcnn::Error& e) {
     std::cerr << "dist-train: error: " << e.what() << "\n";
     return e.exit_code();
