@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/heap.h"
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/threads.h"
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
   if (threads < 0 || batch < 1 || warmup < 0 || steps < 1) usage("bad --threads/--batch/--warmup/--steps");
 
   try {
+    retain_freed_memory();  // as dist-train does: a step's buffers stay in the heap for the next
     nn::set_num_threads(threads);
     // The ModelProto is dropped once the Model holds the weights, as torch holds no ONNX copy.
     Shape shape;

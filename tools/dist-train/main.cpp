@@ -10,6 +10,7 @@
 #include "common/tool.h"
 #include "core/device_error.h"
 #include "core/error.h"
+#include "core/heap.h"
 #include "core/log.h"
 #include "dist/communicator.h"
 #include "train/config.h"
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
         app.add_option("--evaluate", evaluate, "Report the test accuracy and loss of this ONNX model, without training");
       },
       [&](const hpcnn::tool::Context& ctx) {
+        hpcnn::retain_freed_memory();  // each step's buffers stay in the heap for the next (core/heap.h)
         std::vector<std::pair<std::string, std::string>> overrides;
         auto str = [](const std::string& s) { return nlohmann::json(s).dump(); };
         if (!model.empty()) overrides.emplace_back("model", str(model));
