@@ -76,11 +76,14 @@ std::map<std::string, double> read_thresholds_file(const std::filesystem::path& 
 
 void validate_options(const PruneOptions& o) {
   const int modes = (o.threshold || !o.layer_thresholds.empty() ? 1 : 0) + (o.target_params_reduction ? 1 : 0) +
-                    (o.target_macs_reduction ? 1 : 0);
+                    (o.target_macs_reduction ? 1 : 0) + (o.uniform_rate ? 1 : 0);
   if (modes == 0)
-    throw_error(ErrorKind::usage, "give --threshold, --thresholds, --target-params-reduction or --target-macs-reduction");
+    throw_error(ErrorKind::usage, "give --threshold, --thresholds, --target-params-reduction, --target-macs-reduction or --rate");
   if (modes > 1)
-    throw_error(ErrorKind::usage, "--target-params-reduction and --target-macs-reduction exclude each other and the thresholds");
+    throw_error(ErrorKind::usage,
+                "--target-params-reduction, --target-macs-reduction and --rate exclude each other and the thresholds");
+  if (o.uniform_rate && (!std::isfinite(*o.uniform_rate) || *o.uniform_rate < 0 || *o.uniform_rate >= 1))
+    throw_error(ErrorKind::usage, "--rate must lie in [0, 1), e.g. 0.5 to remove half of every prunable layer's channels");
   if (o.threshold && (!std::isfinite(*o.threshold) || *o.threshold < 0))
     throw_error(ErrorKind::usage, "--threshold must be a finite number >= 0");
   for (const auto* t : {&o.target_params_reduction, &o.target_macs_reduction})
@@ -139,6 +142,8 @@ json run_prune_rate(const PruneOptions& o) {
       target = {{"metric", by_params ? "params" : "macs"}, {"goal", goal}, {"reached", best_reached}, {"threshold", best_t}};
       spdlog::info("global threshold {:.6g} reaches a {} reduction of {:.4f} (target {:.4f})", best_t,
                    by_params ? "parameter" : "MAC", best_reached, goal);
+    } else if (o.uniform_rate) {
+      for (const auto& g : cg.groups) decisions.push_back(uniform_rate(g, *o.uniform_rate));
     } else {
       decisions = decide(cg, grid, [&](const Group& g) { return group_threshold(cg, g, o); });
     }
@@ -193,6 +198,7 @@ json run_prune_rate(const PruneOptions& o) {
                 {"macs_reduction", reduction(before.macs, after.macs)},
                 {"prunable_groups", prunable_groups}}}};
     if (o.threshold) report["threshold"] = *o.threshold;
+    if (o.uniform_rate) report["uniform_rate"] = *o.uniform_rate;
     if (!target.is_null()) report["target"] = target;
 
     if (o.output) {

@@ -62,6 +62,16 @@ GroupDecision derive_rate(const Group& g, double threshold, const std::vector<do
   return d;
 }
 
+GroupDecision uniform_rate(const Group& g, double rate) {
+  GroupDecision d;
+  if (!g.fixed_reason.empty() || g.classes.empty()) return d;
+  const int64_t c = static_cast<int64_t>(g.classes.size());
+  d.removed = std::min(removed_count(rate, c), c - 1);
+  d.rate = rate;
+  d.error = pruning_error(g, removal_order(g), d.removed);
+  return d;
+}
+
 std::vector<char> kept_classes(const ChannelGraph& cg, const std::vector<GroupDecision>& decisions) {
   std::vector<char> kept(static_cast<size_t>(cg.id_count()), 1);
   for (size_t gi = 0; gi < cg.groups.size(); ++gi) {

@@ -36,6 +36,10 @@ std::vector<int> removal_order(const Group& g);
 // Pruning error when the k smallest classes are removed.
 double pruning_error(const Group& g, const std::vector<int>& order, int64_t k);
 GroupDecision derive_rate(const Group& g, double threshold, const std::vector<double>& grid);
+// The uniform-rate baseline (prune-rate --rate): removes the k = removed_count(rate, C) classes
+// with the smallest L1 scores, at most C - 1 (one class is always kept); fixed groups keep all.
+// `threshold` stays empty: no threshold decided it. rate in [0, 1).
+GroupDecision uniform_rate(const Group& g, double rate);
 
 // kept[root id] for every channel id's class, from per-group decisions.
 std::vector<char> kept_classes(const ChannelGraph& cg, const std::vector<GroupDecision>& decisions);

@@ -348,6 +348,37 @@ def test_thresholds_file_and_grid(tmp_path):
     assert report["rates"] == [0, 0.25, 0.5]
 
 
+def test_uniform_rate(tmp_path):
+    """--rate R removes floor(R*C + 0.5) channels of every prunable group (at most C - 1), the ones
+    with the smallest L1 scores; fixed groups keep all. c1's filters are set so that the order is
+    known by hand: filter i's weights all equal s[i] / 27, so its L1 norm is s[i]."""
+    model, _, _ = case_chain()
+    s = np.array([5, 1, 7, 3, 8, 2, 6, 4], dtype=np.float64)
+    set_weight(model, "c1.weight", np.repeat(s / 27, 27).reshape(8, 3, 3, 3))
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    report = prune(src, dst, "--rate", "0.3")
+    layers = {L["name"]: L for L in report["layers"]}
+    assert report["uniform_rate"] == 0.3
+    # c1: k = floor(2.4 + 0.5) = 2: the filters with L1 1 and 2 (indices 1 and 5); error (1 + 2) / 216.
+    assert layers["c1"]["removed_channels"] == [1, 5] and layers["c1"]["kept_channels"] == 6
+    assert layers["c1"]["pruning_error"] == pytest.approx(3 / 216, rel=1e-6)
+    assert layers["c1"]["rate"] == 0.3 and layers["c1"]["threshold"] is None
+    # c2 (12 filters): k = 4; fc1 (10 outputs): k = 3; by the stable L1 order, from numpy.
+    W = weights_of(model)
+    for name, k in (("c2", 4), ("fc1", 3)):
+        score = l1(W[layers[name]["weight"]], out_axis(layers[name], model))
+        assert layers[name]["removed_channels"] == sorted(np.argsort(score, kind="stable")[:k].tolist()), name
+    assert layers["fc2"]["removed_channels"] == [] and not layers["fc2"]["prunable"]
+    (ref,), feeds = ort_run(zero_removed(model, report))
+    (out,), _ = ort_run(str(dst), feeds)
+    assert_close(out, ref)
+    # A rate that would remove every channel keeps one: c1 k = floor(7.6 + 0.5) = 8 -> 7.
+    report = prune(src, tmp_path / "q.onnx", "--rate", "0.95")
+    c1 = next(L for L in report["layers"] if L["name"] == "c1")
+    assert c1["kept_channels"] == 1 and c1["removed_channels"] == [0, 1, 2, 3, 5, 6, 7]
+
+
 @pytest.mark.parametrize("metric", ["params", "macs"])
 def test_target_reduction(metric, tmp_path):
     model, _, _ = case_residual()

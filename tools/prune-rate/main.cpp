@@ -18,9 +18,9 @@ using hpcnn::throw_error;
 
 int main(int argc, char** argv) {
   std::string model, output, thresholds_file, rates, report_file, external = "auto";
-  double threshold = 0, target_params = 0, target_macs = 0;
+  double threshold = 0, target_params = 0, target_macs = 0, uniform = 0;
   bool force = false;
-  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr;
+  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr;
   return hpcnn::tool::run_tool(
       {.name = "prune-rate",
        .description =
@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
                                     "Search the one global threshold closest to this parameter reduction, in (0, 1)");
         opt_macs = app.add_option("--target-macs-reduction", target_macs,
                                   "Search the one global threshold closest to this MAC reduction, in (0, 1)");
+        opt_uniform = app.add_option("--rate", uniform,
+                                     "One pruning rate in [0, 1) for every prunable layer: the smallest-L1 filters go (baseline)");
         opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
         app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
         app.add_option("--external-data", external,
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
         if (!thresholds_file.empty()) o.layer_thresholds = hpcnn::prune::read_thresholds_file(thresholds_file);
         if (opt_params->count()) o.target_params_reduction = target_params;
         if (opt_macs->count()) o.target_macs_reduction = target_macs;
+        if (opt_uniform->count()) o.uniform_rate = uniform;
         if (opt_rates->count()) o.rates = hpcnn::tool::parse_number_list(rates, "--rates");
         o.external_data = external == "always"  ? hpcnn::onnxu::ExternalData::always
                           : external == "never" ? hpcnn::onnxu::ExternalData::never
