@@ -3,7 +3,6 @@
 // usage: huffman_bench [--threads N] [--repeat R] [--burst-ms MS] [--gpu] FILE...
 // Prints per-file and total compressed sizes and encode/decode MB/s (ours at 1 thread and at
 // N threads, zlib at 1 thread), then checks the goals of the huffgpu CPU issue.
-#include <omp.h>
 #if defined(HPCNN_HAVE_ZLIB)
 #include <zlib.h>
 #endif
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/threads.h"
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
 #include "huffman/cuda/codec.h"
@@ -156,10 +156,10 @@ void gpu_section(const std::vector<std::string>& files, int repeat) {
       Encoded e;
       DecoderScratch scratch;
       t0 = Clock::now();
-      encode_all(in, fh, omp_get_num_procs(), e);
+      encode_all(in, fh, hpcnn::default_thread_count(), e);
       cpu_enc = std::min(cpu_enc, std::chrono::duration<double>(Clock::now() - t0).count());
       t0 = Clock::now();
-      decode_all(e, fh, omp_get_num_procs(), out, scratch);
+      decode_all(e, fh, hpcnn::default_thread_count(), out, scratch);
       cpu_dec = std::min(cpu_dec, std::chrono::duration<double>(Clock::now() - t0).count());
     }
     std::printf("%-28s %12.1f %12.2f %12.2f\n", gaps ? "encode (gap arrays)" : "encode (no gap arrays)", gb / enc_k, gb / enc_e, gb / cpu_enc);
@@ -171,7 +171,7 @@ void gpu_section(const std::vector<std::string>& files, int repeat) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = omp_get_num_procs(), repeat = 5;
+  int threads = hpcnn::default_thread_count(), repeat = 5;
   double burst_s = 0.02;
   bool gpu = false;
   std::vector<std::string> files;
