@@ -197,3 +197,23 @@ std::shared_ptr<const SampleSource> open_source(const DataFiles& files) {
 }
 
 }  // namespace hpcnn::data
+
+namespace hpcnn::data {
+
+RangeSource::RangeSource(std::shared_ptr<const SampleSource> parent, int64_t begin, int64_t count)
+    : parent_(std::move(parent)), begin_(begin) {
+  if (begin < 0 || count < 0 || begin + count > parent_->size())
+    throw_error(ErrorKind::usage, "samples [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " +
+                                      parent_->origin() + ", which has " + std::to_string(parent_->size()));
+  size_ = count;
+  sample_ = parent_->sample();
+  labeled_ = parent_->has_labels();
+  origin_ = parent_->origin() + " [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ")";
+}
+
+void RangeSource::read(int64_t index, void* pixels, int32_t* label) const {
+  check_index(index);
+  parent_->read(begin_ + index, pixels, label);
+}
+
+}  // namespace hpcnn::data

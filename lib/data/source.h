@@ -7,6 +7,7 @@
 //                   labels are read with the sample) whatever the data set size. Compressed files
 //                   (gzip, huffgpu) have no random access and always decode into memory.
 //   ConcatSource    several sources one after the other (CIFAR-10 batches, shards).
+//   RangeSource     a contiguous range of another source (a held-out validation split).
 //
 // read() is thread-safe (pread; no shared file position) and may be called concurrently.
 // Errors name the file and byte offset (see data/dataset.h): ErrorKind::bad_input when a file
@@ -82,6 +83,20 @@ class ConcatSource final : public SampleSource {
  private:
   std::vector<std::shared_ptr<const SampleSource>> parts_;
   std::vector<int64_t> starts_;  // first index of each part
+};
+
+// Samples [begin, begin + count) of another source, renumbered from 0: a validation split held
+// out of a training set (dist-train's data.validation_samples), or the batches a tool reads.
+// ErrorKind::usage when the range does not lie inside the parent.
+class RangeSource final : public SampleSource {
+ public:
+  RangeSource(std::shared_ptr<const SampleSource> parent, int64_t begin, int64_t count);
+  bool in_memory() const override { return parent_->in_memory(); }
+  void read(int64_t index, void* pixels, int32_t* label) const override;
+
+ private:
+  std::shared_ptr<const SampleSource> parent_;
+  int64_t begin_;
 };
 
 struct DataFiles {

@@ -99,7 +99,7 @@ class ConvLayer : public Layer {
   }
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext& ctx) override {
     out[0] = Value::of(conv_.forward(tensor_in(in, 0, "Conv"), tensor_in(in, 1, "Conv"), optional_in(in, 2),
-                                     ctx.mode == Mode::training));
+                                     ctx.mode != Mode::inference));
   }
   void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
                 std::vector<Tensor>& gin, const std::vector<bool>& need) override {
@@ -139,7 +139,9 @@ class BatchNormLayer : public Layer {
     const bool batch_stats = ctx.mode == Mode::training || training_attr_;
     if (!batch_stats) {
       out[0] = Value::of(ops::batchnorm_inference(x, scale, bias, mean, var, eps_));
-      trained_ = false;
+      trained_ = ctx.mode == Mode::inference_grad;
+      if (trained_) stats_ = ops::BatchNormStats::frozen(mean, var, eps_);  // backward through the running statistics
+      fresh_moments_ = false;
       return;
     }
     out[0] = Value::of(ops::batchnorm_training(x, scale, bias, eps_, stats_));
@@ -260,7 +262,7 @@ class PoolLayer : public Layer {
     x_shape_ = x.shape();
     x_layout_ = x.layout();
     switch (kind_) {
-      case max: out[0] = Value::of(ops::maxpool_forward(x, p_, ctx.mode == Mode::training ? &saved_ : nullptr)); break;
+      case max: out[0] = Value::of(ops::maxpool_forward(x, p_, ctx.mode != Mode::inference ? &saved_ : nullptr)); break;
       case average: out[0] = Value::of(ops::avgpool_forward(x, p_)); break;
       case global_average: out[0] = Value::of(ops::global_avgpool_forward(x)); break;
     }

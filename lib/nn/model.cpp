@@ -359,6 +359,7 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode)
   m.input_shapes.clear();
   for (const Tensor& t : inputs) m.input_shapes.push_back(t.shape());
   const bool training = mode == Mode::training;
+  const bool keep = mode != Mode::inference;  // what backward() needs stays
   if (training && m.bn_treatment == BatchNormStatistics::deferred)
     m.bn_deferred.emplace_back(m.bn_layers.size());
   detail::RunContext ctx;
@@ -380,7 +381,7 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode)
     // Release values after their last use unless backward or the caller needs them.
     for (int id : st.in) {
       if (id < 0 || m.last_use[id] != static_cast<int>(s) || m.pinned[id] || m.constants[id].defined()) continue;
-      if (training && m.keep_for_backward[id]) continue;
+      if (keep && m.keep_for_backward[id]) continue;
       m.vals[id] = Value{};  // (parameters and buffers are constants: never released)
     }
   }
@@ -395,8 +396,8 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode)
       outs.push_back(to_layout(v.t, Layout::plain));
     }
   }
-  m.trained_forward = training;
-  if (!training) m.vals.clear();
+  m.trained_forward = keep;
+  if (!keep) m.vals.clear();
   return outs;
 }
 
@@ -411,7 +412,7 @@ Tensor accumulate(const Tensor& a, const Tensor& b) {
 
 void Model::backward(const std::vector<Tensor>& output_grads) {
   Impl& m = *impl_;
-  if (!m.trained_forward) throw_error(ErrorKind::usage, "backward() of " + m.origin + " without a training-mode forward()");
+  if (!m.trained_forward) throw_error(ErrorKind::usage, "backward() of " + m.origin + " without a training- or inference_grad-mode forward()");
   if (output_grads.size() != m.output_ids.size())
     throw_error(ErrorKind::usage, m.origin + " has " + std::to_string(m.output_ids.size()) + " outputs, given " +
                                       std::to_string(output_grads.size()) + " gradients");

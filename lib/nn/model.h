@@ -5,7 +5,7 @@
 // model's opset, 7 to 21), topological order and value lifetimes fixed. Unsupported operators,
 // attributes or dtypes fail at load with ErrorKind::unsupported naming the node.
 //
-// forward() runs it in inference mode (BatchNormalization uses running statistics, Dropout is
+// forward() runs it in inference mode (or inference_grad, see Mode) (BatchNormalization uses running statistics, Dropout is
 // the identity, activations are released after their last use) or training mode
 // (BatchNormalization uses batch statistics; by default running_mean/running_var are updated
 // with the node's momentum, see set_batchnorm_statistics() for the other treatments; Dropout
@@ -34,7 +34,14 @@
 
 namespace hpcnn::nn {
 
-enum class Mode { inference, training };
+// inference: BatchNormalization normalises with its running statistics, Dropout is the identity,
+//   nothing is kept for backward. training: batch statistics (running statistics updated as
+//   set_batchnorm_statistics() says), Dropout active, backward() possible. inference_grad: the
+//   inference function (running statistics, no Dropout, no statistics updated) with what
+//   backward() needs kept: the gradients of the model as it evaluates, as PyTorch computes them
+//   under model.eval() (the connection sensitivity of prune-rate's data-driven thresholds,
+//   Sakai et al., ICPR 2022, Sec. 3.2).
+enum class Mode { inference, training, inference_grad };
 
 struct Parameter {
   std::string name;     // initializer name

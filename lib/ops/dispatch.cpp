@@ -1,6 +1,7 @@
 // The op contracts' functions: each runs the kernel of its first tensor operand's device with
 // that device's execution context (ops/kernels.h). Also the registry and the contexts.
 #include <array>
+#include <cmath>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -171,6 +172,22 @@ void scale(Tensor& x, float factor) { k_of(x).scale(ctx_of(x), x, factor); }
 void sgd_update(Tensor& w, const Tensor& g, Tensor& v, const SgdParams& p) { k_of(w).sgd_update(ctx_of(w), w, g, v, p); }
 void lars_update(Tensor& w, const Tensor& g, Tensor& v, const SgdParams& p, float trust_coefficient) {
   k_of(w).lars_update(ctx_of(w), w, g, v, p, trust_coefficient);
+}
+
+}  // namespace hpcnn::ops
+
+namespace hpcnn::ops {
+
+BatchNormStats BatchNormStats::frozen(const Tensor& mean, const Tensor& var, float epsilon) {
+  BatchNormStats st;
+  const Tensor m = mean.to(Device::cpu()), v = var.to(Device::cpu());
+  Tensor invstd({v.numel()});
+  for (int64_t c = 0; c < v.numel(); ++c) invstd.data()[c] = 1.0f / std::sqrt(v.data()[c] + epsilon);
+  st.mean = mean;
+  st.var = var;
+  st.invstd = invstd.to(mean.device());
+  st.is_frozen = true;
+  return st;
 }
 
 }  // namespace hpcnn::ops

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -102,6 +103,104 @@ struct Analyzer {
     }
     fix(ids, who + " broadcasts constant '" + c.name + "' of shape " + onnxu::dims_to_string(c.dims) +
                  " against " + std::to_string(ids.size()) + " channels");
+  }
+
+  // A constant seen through the node that gives it unit axes: Unsqueeze(c, axes), or Reshape(c,
+  // shape) whose extents other than 1 are c's in order (e.g. Unsqueeze(scale [C], axes [1, 2]) ->
+  // [C, 1, 1], as some Caffe2 exports write a per-channel scale layer after BatchNormalization).
+  struct ViewedConstant {
+    ConstantRef source;
+    std::vector<int> source_axis;  // per axis of the value: the source's axis (-1: a unit axis)
+    int node = -1;                 // the Unsqueeze / Reshape
+  };
+  std::optional<ViewedConstant> unit_axis_view(const std::string& value) {
+    const int p = view.producer(value);
+    if (p < 0) return std::nullopt;
+    const auto& nd = view.node(p);
+    if ((nd.op_type() != "Unsqueeze" && nd.op_type() != "Reshape") || nd.input_size() < 1) return std::nullopt;
+    auto src = onnxu::find_constant(view, nd.input(0));
+    const Dims* out = shape(value);
+    if (!src || !out) return std::nullopt;
+    ViewedConstant vc{*src, std::vector<int>(out->size(), -1), p};
+    size_t j = 0;
+    auto skip_units = [&] { while (j < src->dims.size() && src->dims[j] == 1) ++j; };
+    for (size_t i = 0; i < out->size(); ++i) {
+      if ((*out)[i] < 0) return std::nullopt;
+      if ((*out)[i] == 1) continue;
+      skip_units();
+      if (j >= src->dims.size() || src->dims[j] != (*out)[i]) return std::nullopt;
+      vc.source_axis[i] = static_cast<int>(j++);
+    }
+    skip_units();
+    if (j != src->dims.size()) return std::nullopt;
+    return vc;
+  }
+
+  // Slices the source of an elementwise operand computed from a constant (unit_axis_view) where
+  // it spans the channels; fixes the channels where it cannot.
+  void viewed_operand(const ViewedConstant& vc, const std::string& value, int rank, const Label& ids, const std::string& who) {
+    const Dims& d = *shape(value);
+    const int axis = 1 - (rank - static_cast<int>(d.size()));
+    if (axis < 0 || rank < 2 || d[axis] == 1) return;
+    const std::string what = "'" + value + "' (" + view.describe(vc.node) + " of constant '" + vc.source.name + "')";
+    if (d[axis] != static_cast<int64_t>(ids.size())) {
+      fix(ids, who + " broadcasts " + what + " of shape " + onnxu::dims_to_string(d) + " against " +
+                   std::to_string(ids.size()) + " channels");
+      return;
+    }
+    if (view.consumers(value).size() > 1) {
+      fix(ids, what + ", an operand of " + who + ", is shared by several nodes");
+      return;
+    }
+    const auto& nd = view.node(vc.node);
+    if (nd.op_type() == "Reshape") {  // a target that names the channel count is rewritten too
+      auto t = nd.input_size() > 1 ? onnxu::constant_int64s(view, nd.input(1)) : std::nullopt;
+      if (!t || t->size() != d.size() || (*t)[axis] == 0) {
+        fix(ids, who + " reads " + what + ", whose shape input is not a constant naming the channel axis");
+        return;
+      }
+      if ((*t)[axis] > 0) cg.shape_inputs.push_back({vc.node, 1, axis, ids});
+    }
+    add_slice(vc.source.name, vc.source_axis[axis], ids, who);
+  }
+
+  // A channel shuffle (ShuffleNet, Zhang et al., CVPR 2018) starting at Reshape node n, whose input
+  // carries channels x: Reshape [N, C, H, W] -> [N, g, C/g, H, W], Transpose perm [0, 2, 1, 3, 4],
+  // Reshape -> [N, C, H, W]. Output channel j*g + i is input channel i*(C/g) + j. Channel j of
+  // every group is united with channel j of the others (they are removed together), so that the
+  // pruned tensor is still g equal groups and the shuffle stays a shuffle; the targets' channel
+  // entries are rewritten. Returns false (nothing recorded) when the nodes are not this pattern.
+  bool channel_shuffle(int n, const Label& x) {
+    const auto& nd = view.node(n);
+    const Dims* si = shape(nd.input(0));
+    const Dims* so = shape(nd.output(0));
+    if (!si || !so || si->size() != 4 || so->size() != 5) return false;
+    const int64_t C = static_cast<int64_t>(x.size()), g = (*so)[1], m = (*so)[2];
+    if (g < 1 || m < 1 || g * m != C || (*so)[3] != (*si)[2] || (*so)[4] != (*si)[3]) return false;
+    auto t1 = nd.input_size() > 1 ? onnxu::constant_int64s(view, nd.input(1)) : std::nullopt;
+    const auto& after_reshape = view.consumers(nd.output(0));
+    if (!t1 || t1->size() != 5 || (*t1)[2] == 0 || after_reshape.size() != 1 || after_reshape[0].input != 0) return false;
+    const auto& tr = view.node(after_reshape[0].node);
+    if (tr.op_type() != "Transpose" || onnxu::attr_ints(tr, "perm") != std::vector<int64_t>{0, 2, 1, 3, 4}) return false;
+    const auto& after_transpose = view.consumers(tr.output(0));
+    if (after_transpose.size() != 1 || after_transpose[0].input != 0) return false;
+    const int n2 = after_transpose[0].node;
+    const auto& nd2 = view.node(n2);
+    const Dims* s2 = shape(nd2.output(0));
+    if (nd2.op_type() != "Reshape" || nd2.input_size() < 2 || !s2 || s2->size() != 4 ||
+        !std::equal(s2->begin() + 1, s2->end(), si->begin() + 1))
+      return false;
+    auto t2 = onnxu::constant_int64s(view, nd2.input(1));
+    if (!t2 || t2->size() != 4 || (*t2)[1] == 0) return false;
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t i = 1; i < g; ++i) cg.unite(x[j], x[i * m + j]);
+    Label out(x.size());
+    for (int64_t i = 0; i < g; ++i)
+      for (int64_t j = 0; j < m; ++j) out[j * g + i] = x[i * m + j];
+    if ((*t1)[2] > 0) cg.shape_inputs.push_back({n, 1, 2, Label(x.begin(), x.begin() + m)});
+    if ((*t2)[1] > 0) cg.shape_inputs.push_back({n2, 1, 1, out});
+    labels[nd2.output(0)] = std::move(out);
+    return true;
   }
 
   Layer make_layer(int n, const std::string& op, const ConstantRef& w, int axis) {
@@ -371,6 +470,8 @@ struct Analyzer {
         } else if (auto c = onnxu::find_constant(view, in(k))) {
           if (rank < 0) fix(first, who + " has an output of unknown rank");
           else constant_operand(*c, rank, first, who);
+        } else if (auto vc = rank >= 0 ? unit_axis_view(in(k)) : std::nullopt) {
+          viewed_operand(*vc, in(k), rank, first, who);
         } else {
           const Dims* s = shape(in(k));
           if (!s || rank < 0) {
@@ -424,6 +525,7 @@ struct Analyzer {
       int64_t spatial = 1;
       for (size_t i = 2; i < si->size(); ++i) spatial *= (*si)[i];
       if (target < 0 && onnxu::attr_int(nd, "axis", 1) != 1) return {};
+      if (target >= 0 && so && so->size() == 5 && channel_shuffle(n, *x0)) return {0, 1};
       if (target >= 0) {
         const bool flat = so && so->size() == 2 && (*so)[1] == static_cast<int64_t>(x0->size()) * spatial;
         auto t = onnxu::constant_int64s(view, in(target));

@@ -14,6 +14,12 @@
 // repeats) are followed only when those inputs are constant
 // and leave the channel axis alone (scale or repeat 1) or name the channel count (rewritten to
 // the kept count, as the flatten target of a Reshape is).
+// An elementwise operand computed from a constant by a node that only adds unit axes
+// (Unsqueeze(scale [C], axes [1, 2]) -> Mul, as some Caffe2 exports write a scale layer; or a
+// Reshape to [1, C, 1, 1]) is followed to that constant, which is sliced (a Reshape target naming
+// C is rewritten). A channel shuffle (Reshape [N, C, H, W] -> [N, g, C/g, H, W], Transpose
+// [0, 2, 1, 3, 4], Reshape -> [N, C, H, W]) is followed as a permutation of the channels; channel j
+// of each of the g groups is united with channel j of the others, so the groups stay equal.
 // United ids form one channel class: a class is kept or removed as a whole. Layers that share
 // a class form a group with one kept-channel set (Sakai et al., ICPR 2022, Sec. 3, applied per
 // group). A class is fixed (never removed) if its channels reach a graph output, are read

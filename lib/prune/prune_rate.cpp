@@ -76,12 +76,15 @@ std::map<std::string, double> read_thresholds_file(const std::filesystem::path& 
 
 void validate_options(const PruneOptions& o) {
   const int modes = (o.threshold || !o.layer_thresholds.empty() ? 1 : 0) + (o.target_params_reduction ? 1 : 0) +
-                    (o.target_macs_reduction ? 1 : 0) + (o.uniform_rate ? 1 : 0);
+                    (o.target_macs_reduction ? 1 : 0) + (o.uniform_rate ? 1 : 0) + (o.data ? 1 : 0);
   if (modes == 0)
-    throw_error(ErrorKind::usage, "give --threshold, --thresholds, --target-params-reduction, --target-macs-reduction or --rate");
+    throw_error(ErrorKind::usage,
+                "give --threshold, --thresholds, --target-params-reduction, --target-macs-reduction, --rate, or data "
+                "(--config / --data) for data-driven thresholds");
   if (modes > 1)
     throw_error(ErrorKind::usage,
-                "--target-params-reduction, --target-macs-reduction and --rate exclude each other and the thresholds");
+                "data-driven thresholds (--config / --data), --target-params-reduction, --target-macs-reduction and --rate "
+                "exclude each other and the thresholds");
   if (o.uniform_rate && (!std::isfinite(*o.uniform_rate) || *o.uniform_rate < 0 || *o.uniform_rate >= 1))
     throw_error(ErrorKind::usage, "--rate must lie in [0, 1), e.g. 0.5 to remove half of every prunable layer's channels");
   if (o.threshold && (!std::isfinite(*o.threshold) || *o.threshold < 0))
@@ -94,7 +97,7 @@ void validate_options(const PruneOptions& o) {
 
 json run_prune_rate(const PruneOptions& o) {
   validate_options(o);
-  const std::vector<double> grid = o.rates.empty() ? default_rate_grid() : o.rates;
+  const std::vector<double> grid = !o.rates.empty() ? o.rates : o.data ? data_rate_grid() : default_rate_grid();
 
   onnxu::Model model = onnxu::load_model(o.model);
   const std::string where = "while pruning '" + o.model.string() + "'";
@@ -113,7 +116,7 @@ json run_prune_rate(const PruneOptions& o) {
     const Costs before = count_costs(view, shapes, cg, all_kept);
 
     std::vector<GroupDecision> decisions;
-    json target;
+    json target, data_report, raw_threshold = json::array(), group_sensitivity = json::array();
     if (o.target_params_reduction || o.target_macs_reduction) {
       const bool by_params = o.target_params_reduction.has_value();
       const double goal = by_params ? *o.target_params_reduction : *o.target_macs_reduction;
@@ -142,6 +145,24 @@ json run_prune_rate(const PruneOptions& o) {
       target = {{"metric", by_params ? "params" : "macs"}, {"goal", goal}, {"reached", best_reached}, {"threshold", best_t}};
       spdlog::info("global threshold {:.6g} reaches a {} reduction of {:.4f} (target {:.4f})", best_t,
                    by_params ? "parameter" : "MAC", best_reached, goal);
+    } else if (o.data) {
+      const DataThresholds th = data_thresholds(cg, *o.data, grid);
+      for (size_t gi = 0; gi < cg.groups.size(); ++gi)
+        decisions.push_back(th.scaled[gi] ? derive_rate(cg.groups[gi], *th.scaled[gi], grid) : GroupDecision{});
+      const NextBound nb = next_upper_bound(cg, th, decisions, grid);
+      data_report = o.data_info.is_object() ? o.data_info : json::object();
+      data_report["loss_before"] = o.data->loss_before;
+      data_report["loss"] = o.data->loss;
+      data_report["margin"] = o.data->margin;
+      data_report["upper_bound"] = {{"limit", th.limit}, {"used", th.bound}, {"raw_threshold_norm", th.raw_norm},
+                                    {"scaled", th.raw_norm > th.bound}, {"next_if_accepted", nb.accepted},
+                                    {"next_if_rejected", nb.rejected}};
+      for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
+        raw_threshold.push_back(th.raw[gi] ? json(*th.raw[gi]) : json(nullptr));
+        group_sensitivity.push_back(th.raw[gi] ? json(th.group_sensitivity[gi]) : json(nullptr));
+      }
+      spdlog::info("data-driven thresholds: L_before {:.6g}, L {:.6g}, margin {}, U {:.6g} (limit {:.6g}, ||th|| {:.6g})",
+                   o.data->loss_before, o.data->loss, o.data->margin, th.bound, th.limit, th.raw_norm);
     } else if (o.uniform_rate) {
       for (const auto& g : cg.groups) decisions.push_back(uniform_rate(g, *o.uniform_rate));
     } else {
@@ -166,6 +187,11 @@ json run_prune_rate(const PruneOptions& o) {
                 {"pruning_error", d.error}, {"prunable", g.fixed_reason.empty()}};
       l["removed_channels"] = std::move(removed);
       l["threshold"] = d.threshold ? json(*d.threshold) : json(nullptr);
+      if (o.data) {
+        auto it = o.data->sensitivity.find(L.weight.name);
+        l["sensitivity"] = it != o.data->sensitivity.end() ? json(it->second) : json(nullptr);
+        l["weight_elements"] = L.weight_numel;
+      }
       if (!g.fixed_reason.empty()) l["reason"] = g.fixed_reason;
       layers.push_back(std::move(l));
     }
@@ -180,6 +206,10 @@ json run_prune_rate(const PruneOptions& o) {
                  {"pruning_error", decisions[gi].error}, {"weight_elements", g.weight_numel},
                  {"prunable", g.fixed_reason.empty()}};
       jg["threshold"] = decisions[gi].threshold ? json(*decisions[gi].threshold) : json(nullptr);
+      if (o.data) {
+        jg["raw_threshold"] = raw_threshold[gi];
+        jg["sensitivity"] = group_sensitivity[gi];
+      }
       if (!g.fixed_reason.empty()) jg["reason"] = g.fixed_reason;
       else ++prunable_groups;
       groups.push_back(std::move(jg));
@@ -200,6 +230,12 @@ json run_prune_rate(const PruneOptions& o) {
     if (o.threshold) report["threshold"] = *o.threshold;
     if (o.uniform_rate) report["uniform_rate"] = *o.uniform_rate;
     if (!target.is_null()) report["target"] = target;
+    if (o.data) {
+      bool changed = false;
+      for (const auto& d : decisions) changed = changed || d.removed > 0;
+      data_report["pruned_any"] = changed;  // false: the search ends (no layer changes)
+      report["data_driven"] = data_report;
+    }
 
     if (o.output) {
       const onnxu::ShapeMap original = onnxu::infer_shapes(model.proto, /*declared_outputs=*/false);

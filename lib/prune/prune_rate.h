@@ -3,7 +3,8 @@
 //
 // Loads an ONNX model, finds the prunable layers and their channel dependency groups, derives
 // each group's pruning rate from the L1 pruning error and a threshold (one for all, one per
-// layer, or the global threshold closest to a parameter/MAC reduction target) or takes one uniform
+// layer, data-driven from the loss and connection sensitivity with a global bound, or the global
+// threshold closest to a parameter/MAC reduction target) or takes one uniform
 // rate for every group (the L1-norm baseline: the smallest filters go first), optionally writes
 // the physically smaller model, and returns the report (JSON; fields in README.md).
 #pragma once
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "onnx/model.h"
+#include "prune/data_thresholds.h"
 
 namespace hpcnn::prune {
 
@@ -28,7 +30,9 @@ struct PruneOptions {
   std::optional<double> target_params_reduction;     // in (0, 1)
   std::optional<double> target_macs_reduction;       // in (0, 1)
   std::optional<double> uniform_rate;                // --rate: one rate for every prunable group, in [0, 1)
-  std::vector<double> rates;                         // the grid (default 0.0, 0.1, ..., 0.9)
+  std::optional<DataThresholdInputs> data;           // data-driven thresholds (prune/data_thresholds.h)
+  nlohmann::ordered_json data_info;                  // copied into the report's "data_driven" (batches, samples, ...)
+  std::vector<double> rates;                         // the grid (default 0.0, 0.1, ..., 0.9; 0.0, ..., 0.5 with data)
   onnxu::ExternalData external_data = onnxu::ExternalData::automatic;
   bool overwrite = true;
 };

@@ -15,6 +15,8 @@ std::vector<double> default_rate_grid() {
   return g;
 }
 
+std::vector<double> data_rate_grid() { return {0.0, 0.1, 0.2, 0.3, 0.4, 0.5}; }
+
 void validate_rate_grid(const std::vector<double>& grid) {
   if (grid.empty()) throw_error(ErrorKind::usage, "the rate grid is empty");
   for (size_t i = 0; i < grid.size(); ++i) {

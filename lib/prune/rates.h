@@ -19,6 +19,9 @@ namespace hpcnn::prune {
 
 // Default grid: 0.0, 0.1, ..., 0.9.
 std::vector<double> default_rate_grid();
+// Default grid of data-driven thresholds: 0.0, 0.1, ..., 0.5, the authors' (FujitsuResearch/
+// automatic_pruning examples); rates apply to the current widths, so they compound over the loop.
+std::vector<double> data_rate_grid();
 // Checks a grid: non-empty, every rate in [0, 1), strictly ascending. ErrorKind::usage.
 void validate_rate_grid(const std::vector<double>& grid);
 

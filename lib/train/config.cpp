@@ -16,7 +16,7 @@ json default_config() {
       {"metrics", ""},
       {"checkpoint", {{"path", ""}, {"interval_epochs", 1}}},
       {"data", {{"train_images", ""}, {"train_labels", ""}, {"test_images", ""}, {"test_labels", ""},
-                {"cache", true}, {"prefetch", 4}}},
+                {"cache", true}, {"prefetch", 4}, {"validation_samples", 0}}},
       {"augmentation", {{"crop_padding", 0}, {"horizontal_flip", false}, {"mean", {0.0}}, {"std", {1.0}}}},
       {"epochs", 1},
       {"batch_size", 64},
@@ -28,6 +28,7 @@ json default_config() {
               {"warmup_start", 0.0}, {"decay", "cosine"}, {"power", 2.0}, {"final", 0.0}}},
       {"label_smoothing", 0.0},
       {"final_polish_epochs", 0},
+      {"stop_at_validation_accuracy", 0.0},
       {"seed", 1},
       {"deterministic", false},
       {"threads", 0},
@@ -135,6 +136,7 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
   c.data.test_labels = get<std::string>(d, "test_labels");
   c.data.cache = get<bool>(d, "cache");
   c.data.prefetch = get<int>(d, "prefetch");
+  c.data.validation_samples = get<int64_t>(d, "validation_samples");
   const json& a = cfg["augmentation"];
   c.augmentation.crop_padding = get<int>(a, "crop_padding");
   c.augmentation.horizontal_flip = get<bool>(a, "horizontal_flip");
@@ -162,6 +164,7 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
   c.lr.final_lr = get<double>(l, "final");
   c.label_smoothing = get<float>(cfg, "label_smoothing");
   c.final_polish_epochs = get<int>(cfg, "final_polish_epochs");
+  c.stop_at_validation_accuracy = get<double>(cfg, "stop_at_validation_accuracy");
   c.seed = get<uint64_t>(cfg, "seed");
   c.deterministic = get<bool>(cfg, "deterministic");
   c.threads = get<int>(cfg, "threads");
@@ -176,6 +179,11 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
   need(c.eval_batch_size >= 1, "eval_batch_size must be >= 1");
   need(c.checkpoint_interval >= 0, "checkpoint.interval_epochs must be >= 0");
   need(c.data.prefetch >= 1, "data.prefetch must be >= 1");
+  need(c.data.validation_samples >= 0, "data.validation_samples must be >= 0");
+  need(c.stop_at_validation_accuracy >= 0 && c.stop_at_validation_accuracy < 1,
+       "stop_at_validation_accuracy must lie in [0, 1) (a fraction; 0: never stop early)");
+  need(c.stop_at_validation_accuracy == 0 || c.data.validation_samples > 0,
+       "stop_at_validation_accuracy needs a validation split (data.validation_samples > 0)");
   need(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing must be in [0, 1)");
   need(c.final_polish_epochs >= 0, "final_polish_epochs must be >= 0");
   if (c.final_polish_epochs > c.epochs - 1) {

@@ -21,6 +21,7 @@ struct DataConfig {
   std::string train_images, train_labels, test_images, test_labels;
   bool cache = true;      // keep decoded samples in memory
   int prefetch = 4;       // batches queued by the loader thread
+  int64_t validation_samples = 0;  // the last N training samples form the validation split (not trained on)
 };
 
 struct AugmentConfig {
@@ -39,6 +40,7 @@ struct TrainConfig {
   LrSchedule lr;
   float label_smoothing = 0.0f;
   int final_polish_epochs = 0;
+  double stop_at_validation_accuracy = 0;  // stop after the first epoch whose validation top-1 exceeds it (0: off)
   uint64_t seed = 1;
   bool deterministic = false;
   int threads = 0;              // per rank; 0: the cores of this node divided among its ranks

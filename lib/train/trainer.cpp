@@ -90,6 +90,16 @@ std::shared_ptr<const data::SampleSource> open(const std::string& images, const 
   return data::open_source(f);
 }
 
+// The training split and the held-out validation split: the last `validation` samples.
+std::pair<std::shared_ptr<const data::SampleSource>, std::shared_ptr<const data::SampleSource>> split_validation(
+    const std::shared_ptr<const data::SampleSource>& all, int64_t validation) {
+  if (validation >= all->size())
+    throw_error(ErrorKind::usage, "data.validation_samples " + std::to_string(validation) + " leaves no training samples of " +
+                                      all->origin() + " (" + std::to_string(all->size()) + ")");
+  const int64_t train = all->size() - validation;
+  return {std::make_shared<data::RangeSource>(all, 0, train), std::make_shared<data::RangeSource>(all, train, validation)};
+}
+
 // Test-set evaluation through nn/evaluate.h: each rank runs its shard, the sums are allreduced.
 nn::EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Communicator& comm,
                            const std::shared_ptr<const data::SampleSource>& test) {
@@ -185,6 +195,8 @@ class Trainer {
       const EpochSums sums = train_epoch(epoch);
       if (stopped_) return json{{"stopped", true}, {"epoch", epoch + 1}, {"step", global_step_}, {"checkpoint", cfg_.checkpoint}};
       end_epoch(epoch, sums);
+      epochs_run_ = epoch + 1;
+      if (early_stop_) break;
     }
     return finish();
   }
@@ -237,6 +249,13 @@ class Trainer {
 
   void open_data() {
     train_src_ = open(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
+    if (cfg_.data.validation_samples > 0) {
+      auto [train, validation] = split_validation(train_src_, cfg_.data.validation_samples);
+      train_src_ = train;
+      validation_src_ = validation;
+      spdlog::info("validation split: the last {} of {} training samples (not trained on)", validation_src_->size(),
+                   train_src_->size() + validation_src_->size());
+    }
     if (!cfg_.data.test_images.empty()) test_src_ = open(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
     data::LoaderOptions lo;
     lo.mode = data::LoaderMode::train;
@@ -380,6 +399,13 @@ class Trainer {
            {"seconds", secs_mean},
            {"final_polish", sums.polish},
            {"bytes_exchanged_per_step", exchange_->bytes_per_step()}};
+    if (validation_src_) {
+      const nn::EvalResult e = nn::eval_result(evaluate_test(*model_, cfg_, comm_, validation_src_));
+      m["validation_loss"] = e.mean_loss;
+      m["validation_accuracy"] = e.top1;
+      // The same sums on every rank, hence the same decision.
+      early_stop_ = cfg_.stop_at_validation_accuracy > 0 && e.top1 > cfg_.stop_at_validation_accuracy;
+    }
     if (test_src_) {
       const nn::EvalResult e = nn::eval_result(evaluate_test(*model_, cfg_, comm_, test_src_));
       m["test_loss"] = e.mean_loss;
@@ -387,17 +413,21 @@ class Trainer {
       m["test_top5"] = e.top5;
     }
     if (rank_ == 0) {
-      spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg_.epochs,
+      spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f}{}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg_.epochs,
                    m["train_loss"].get<double>(), m["train_accuracy"].get<double>(),
+                   validation_src_ ? fmt::format(", validation acc {:.4f}", m["validation_accuracy"].get<double>()) : std::string(),
                    test_src_ ? fmt::format(", test acc {:.4f}", m["test_accuracy"].get<double>()) : std::string(),
                    m["images_per_second"].get<double>(), secs_mean);
+      if (early_stop_)
+        spdlog::info("validation accuracy {:.4f} > {:.4f} (stop_at_validation_accuracy): stopping after epoch {}",
+                     m["validation_accuracy"].get<double>(), cfg_.stop_at_validation_accuracy, epoch + 1);
       if (metrics_.is_open()) {
         metrics_ << m.dump() << '\n';
         metrics_.flush();
       }
     }
     last_ = m;
-    const bool last_epoch = epoch + 1 == cfg_.epochs;
+    const bool last_epoch = epoch + 1 == cfg_.epochs || early_stop_;
     if (cfg_.checkpoint_interval > 0 && ((epoch + 1) % cfg_.checkpoint_interval == 0 || last_epoch)) save_checkpoint(epoch + 1, 0);
   }
 
@@ -437,13 +467,16 @@ class Trainer {
                  {"threads_per_rank", nn::num_threads()},
                  {"global_batch", global_batch_},
                  {"epochs", cfg_.epochs},
+                 {"epochs_run", epochs_run_},
+                 {"stopped_early", early_stop_},
                  {"steps", global_step_},
                  {"gradient_exchange", sparse() ? "sparse" : "dense"},
                  {"bytes_exchanged_per_step", exchange_->bytes_per_step()},
                  {"dense_bytes_per_step", exchange_->layout().full * sizeof(float)},
                  {"train_images_per_second", train_seconds_ > 0 ? images_total_ / train_seconds_ : 0.0},
                  {"seconds", total}};
-    for (const char* k : {"train_loss", "train_accuracy", "test_loss", "test_accuracy", "test_top5"})
+    for (const char* k : {"train_loss", "train_accuracy", "validation_loss", "validation_accuracy", "test_loss", "test_accuracy",
+                          "test_top5"})
       if (last_.contains(k)) summary[k] = last_[k];
     return summary;
   }
@@ -468,33 +501,45 @@ class Trainer {
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::shared_ptr<const data::SampleSource> train_src_, test_src_;
+  std::shared_ptr<const data::SampleSource> train_src_, validation_src_, test_src_;
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0, global_batch_ = 0;
   int64_t start_epoch_ = 0, start_step_ = 0, global_step_ = 0;
   std::ofstream metrics_;
   json last_;
   double images_total_ = 0, train_seconds_ = 0;
-  bool stopped_ = false;
+  bool stopped_ = false, early_stop_ = false;
+  int64_t epochs_run_ = 0;
 };
 
 }  // namespace
 
 void request_stop(int signal) { g_stop.store(signal, std::memory_order_relaxed); }
 
-json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path) {
+json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path, const std::string& split) {
+  if (split != "test" && split != "validation")
+    throw_error(ErrorKind::usage, "evaluation split '" + split + "': expected test or validation");
   set_threads(cfg, comm);
   const std::string path = model_path.empty() ? cfg.model : model_path;
   nn::Model model = nn::Model::load(path);
-  auto test = open(cfg.data.test_images, cfg.data.test_labels, cfg.data.cache, "test");
+  std::shared_ptr<const data::SampleSource> src;
+  if (split == "test") {
+    src = open(cfg.data.test_images, cfg.data.test_labels, cfg.data.cache, "test");
+  } else {
+    if (cfg.data.validation_samples <= 0)
+      throw_error(ErrorKind::usage, "--split validation needs data.validation_samples > 0 in the configuration");
+    src = split_validation(open(cfg.data.train_images, cfg.data.train_labels, cfg.data.cache, "train"),
+                           cfg.data.validation_samples).second;
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  const nn::EvalResult e = nn::eval_result(evaluate_test(model, cfg, comm, test));
+  const nn::EvalResult e = nn::eval_result(evaluate_test(model, cfg, comm, src));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return json{{"model", path},
+              {"split", split},
               {"samples", e.samples},
-              {"test_accuracy", e.top1},
-              {"test_top5", e.top5},
-              {"test_loss", e.mean_loss},
+              {split + "_accuracy", e.top1},
+              {split + "_top5", e.top5},
+              {split + "_loss", e.mean_loss},
               {"seconds", secs},
               {"world_size", comm.size()}};
 }

@@ -4,7 +4,10 @@
 // gradient exchange of pruned models, checkpoints and metrics.
 //
 // Every rank calls run_training() with the same configuration. After request_stop() (a first SIGTERM/SIGINT)
-// it checkpoints at the next step and returns {"stopped": true, ...} on every rank. Rank 0 writes the output model,
+// it checkpoints at the next step and returns {"stopped": true, ...} on every rank. With a validation
+// split (data.validation_samples) every epoch also reports its accuracy, and
+// stop_at_validation_accuracy ends the run after the first epoch above it (fine-tuning in
+// prune-rate's loop: accept as soon as the pruned model is good enough, Sakai et al., ICPR 2022). Rank 0 writes the output model,
 // checkpoints and the metrics file; the returned summary is the same on every rank. Errors
 // throw hpcnn::Error naming the rank where it matters; the caller aborts the job (MPI_Abort).
 #pragma once
@@ -26,8 +29,11 @@ struct RunOptions {
 };
 
 nlohmann::json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& options);
-// Test accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_*.
-nlohmann::json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path);
+// Accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_* (split "test") or
+// on the validation split held out of the training data (split "validation": the last
+// data.validation_samples samples). Keys: "<split>_accuracy", "<split>_top5", "<split>_loss".
+nlohmann::json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path,
+                              const std::string& split = "test");
 
 // Asks a running training to checkpoint and stop at the next step (async-signal-safe); `signal`
 // is the signal that asked, named in the log.

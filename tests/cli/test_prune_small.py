@@ -94,6 +94,24 @@ def case_transpose():
     return b.model(b.gemm(g, 6, 3, name="fc"), [1, 3, 6, 6]), [{"c1"}, {"c2"}], {"c1": "Transpose"}
 
 
+def case_scale_layer(via="unsqueeze"):
+    """Conv -> BN -> Mul(scale) -> Add(shift) -> Relu -> Conv, the per-channel scale and shift
+    computed from constants [C] (Unsqueeze axes [1, 2], or Reshape to [1, C, 1, 1]), as Caffe2
+    exports write a scale layer: they must be sliced with c1's channels."""
+    b = Builder(11)
+    x = b.bn(b.conv("x", 3, 8, name="c1"), 8)
+    for op, name in (("Mul", "scale"), ("Add", "shift")):
+        c = b.const(name, (b.rng.uniform(0.5, 1.5, 8) if op == "Mul" else b.rng.standard_normal(8) * 0.5).astype(np.float32))
+        if via == "unsqueeze":
+            v = b.op("Unsqueeze", [c, b.const(name + ".axes", np.array([1, 2], np.int64))])
+        else:
+            v = b.op("Reshape", [c, b.const(name + ".shape", np.array([1, 8, 1, 1], np.int64))])
+        x = b.op(op, [x, v])
+    y = b.op("Relu", [b.conv(b.op("Relu", [x]), 8, 6, name="c2")])
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    return b.model(b.gemm(g, 6, 3, name="fc"), [1, 3, 6, 6]), [{"c1"}, {"c2"}], {"fc": "graph output"}
+
+
 # ---- operators with shape-like inputs (Resize, Upsample, Expand, Tile; Shape) -----------------------
 def case_resize_sizes():
     """Conv(3->8) -> Relu -> Resize to the constant sizes [1,8,16,16] -> Conv(8->4): `sizes`
@@ -185,6 +203,8 @@ CASES = {
     "ir3_initializers_as_inputs": case_ir3_inputs,
     "opset21": case_opset21,
     "transpose_unfollowable": case_transpose,
+    "scale_layer_unsqueeze": lambda: case_scale_layer("unsqueeze"),
+    "scale_layer_reshape": lambda: case_scale_layer("reshape"),
     "resize_sizes": case_resize_sizes,
     "resize_shared_sizes": case_resize_shared_sizes,
     "resize_scales": lambda: case_resize_scales(13),
@@ -232,6 +252,25 @@ def expected_group(model, layers, threshold):
     return rate, err, sorted(order[:removed].tolist())
 
 
+def zero_scale_layers(m, W, value, rem):
+    """Along a chain of single consumers (BatchNormalization, Mul, Add) from `value`: zero the removed
+    channels of the shift constants that reach an Add through Unsqueeze / Reshape."""
+    producer = {o: n for n in m.graph.node for o in n.output}
+    while True:
+        users = [n for n in m.graph.node if value in n.input]
+        if len(users) != 1 or users[0].op_type not in ("BatchNormalization", "Mul", "Add"):
+            return
+        n = users[0]
+        if n.op_type == "Add":
+            for v in n.input:
+                p = producer.get(v)
+                if p is not None and p.op_type in ("Unsqueeze", "Reshape") and p.input[0] in W:
+                    c = W[p.input[0]].copy()
+                    c[rem] = 0
+                    set_weight(m, p.input[0], c)
+        value = n.output[0]
+
+
 def zero_removed(model, report):
     """The original model with every removed filter's weights, bias and BN parameters zeroed."""
     m = onnx.ModelProto()
@@ -252,6 +291,7 @@ def zero_removed(model, report):
             b = W[node.input[2]].copy()
             b[..., rem] = 0
             set_weight(m, node.input[2], b)
+        zero_scale_layers(m, W, node.output[0], rem)
         for n in m.graph.node:
             if node.output[0] not in n.input:
                 continue
@@ -506,3 +546,73 @@ def test_channels_read_inside_if_branches_are_never_pruned(tmp_path):
         (out,), _ = ort_run(str(dst), feeds)
         assert out.shape == (1, 4, 6, 6)
         assert_close(out, ref)
+
+
+def case_channel_shuffle(g=2, c=8):
+    """Conv(3->c) -> Relu -> channel shuffle of g groups -> Conv(c->6) -> ...: followed as a permutation."""
+    b = Builder(12)
+    x = b.op("Relu", [b.conv("x", 3, c, name="c1")])
+    x = b.op("Reshape", [x, b.const("shuffle.in", np.array([1, g, c // g, 6, 6], np.int64))])
+    x = b.op("Transpose", [x], perm=[0, 2, 1, 3, 4])
+    x = b.op("Reshape", [x, b.const("shuffle.out", np.array([1, c, 6, 6], np.int64))])
+    y = b.op("Relu", [b.conv(x, c, 6, name="c2")])
+    h = b.op("Flatten", [b.op("GlobalAveragePool", [y])])
+    return b.model(b.gemm(h, 6, 3, name="fc"), [1, 3, 6, 6])
+
+
+def test_channel_shuffle_is_followed_as_a_permutation(tmp_path):
+    """Channel j of each shuffle group goes with channel j of the others: the classes are the
+    pairs {j, j + C/g}, ranked by their summed L1 norms; the written model computes what the
+    original computes with those filters zeroed."""
+    g, c = 2, 8
+    model = case_channel_shuffle(g, c)
+    src, dst = tmp_path / "m.onnx", tmp_path / "p.onnx"
+    onnx.save(model, src)
+    W = weights_of(model)
+    norms = l1(W["c1.weight"], 0)
+    m = c // g
+    score = np.array([sum(norms[i * m + j] for i in range(g)) for j in range(m)])
+    order = np.sort(score)
+    numel = W["c1.weight"].size
+    threshold = (order[:2].sum() + order[:3].sum()) / 2 / numel  # between removing 2 and 3 of the 4 classes
+    report = prune(src, dst, "--threshold", repr(float(threshold)))
+    c1 = next(L for L in report["layers"] if L["name"] == "c1")
+    assert c1["prunable"], c1.get("reason")
+    gone = sorted(np.argsort(score, kind="stable")[:2].tolist())
+    assert c1["removed_channels"] == sorted(i * m + j for j in gone for i in range(g))
+    assert c1["pruning_error"] == pytest.approx(order[:2].sum() / numel, rel=1e-9)
+    pruned = onnx.load(dst)
+    onnx.checker.check_model(pruned, full_check=True)
+    shapes = {t.name: numpy_helper.to_array(t).tolist() for t in pruned.graph.initializer if t.name.startswith("shuffle")}
+    assert shapes == {"shuffle.in": [1, g, m - 2, 6, 6], "shuffle.out": [1, c - 2 * g, 6, 6]}
+    (ref,), feeds = ort_run(zero_removed(model, report))
+    (out,), _ = ort_run(str(dst), feeds)
+    assert_close(out, ref)
+
+
+def test_channel_shuffle_variants_that_are_not_followed(tmp_path):
+    """A Transpose that is not the shuffle's, after the 5-D Reshape, stops the analysis there."""
+    model = case_channel_shuffle()
+    for n in model.graph.node:
+        if n.op_type == "Transpose":
+            n.attribute[0].ints[:] = [0, 1, 2, 4, 3]
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    report = prune(src, tmp_path / "p.onnx", "--threshold", "1")
+    c1 = next(L for L in report["layers"] if L["name"] == "c1")
+    assert not c1["prunable"] and "Reshape" in c1["reason"], c1
+
+
+@pytest.mark.parametrize("via", ["unsqueeze", "reshape"])
+def test_scale_layer_constants_do_not_stop_the_pruning(via, tmp_path):
+    """Before they were followed, such a scale layer fixed c1's channels (and, in a real export,
+    every layer of the model)."""
+    model, _, _ = case_scale_layer(via)
+    onnx.save(model, tmp_path / "m.onnx")
+    report = prune(tmp_path / "m.onnx", tmp_path / "p.onnx", "--rate", "0.5")
+    c1 = next(L for L in report["layers"] if L["name"] == "c1")
+    assert c1["prunable"] and c1["kept_channels"] == 4, c1
+    w = weights_of(onnx.load(tmp_path / "p.onnx"))
+    assert w["scale"].shape == (4,) and w["shift"].shape == (4,)
+    if via == "reshape":
+        assert w["scale.shape"].tolist() == [1, 4, 1, 1]

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     std::cerr << "dist-train: error: " << e.what() << "\n";
     return e.exit_code();
   }
-  std::string config, resume, evaluate, model, output, metrics, checkpoint;
+  std::string config, resume, evaluate, model, output, metrics, checkpoint, split = "test";
   int epochs = 0, batch = 0, threads = -1;
   double lr = 0;
   bool print_config = false, force = false;
@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
         app.add_flag("--print-config", print_config, "Print the merged configuration as JSON and exit");
         app.add_option("--resume", resume, "Resume from this checkpoint (also with another number of ranks)");
         app.add_option("--evaluate", evaluate, "Report the test accuracy and loss of this ONNX model, without training");
+        app.add_option("--split", split, "With --evaluate: test (data.test_*) or validation (the data.validation_samples held out)")
+            ->check(CLI::IsMember({"test", "validation"}));
       },
       [&](const hpcnn::tool::Context& ctx) {
         hpcnn::retain_freed_memory();  // each step's buffers stay in the heap for the next (core/heap.h)
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
           if (eq == std::string::npos || eq == 0) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--set '" + s + "': expected KEY=VALUE");
           overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
         }
+        if (split != "test" && evaluate.empty()) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--split goes with --evaluate MODEL");
         if (!evaluate.empty() && model.empty()) overrides.emplace_back("model", str(evaluate));
         const hpcnn::train::TrainConfig cfg = hpcnn::train::load_config(config, overrides);
         if (print_config) {
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
           for (const auto& w : cfg.warnings) spdlog::warn("{}", w);
         nlohmann::json result;
         if (!evaluate.empty()) {
-          result = hpcnn::train::run_evaluation(cfg, *comm, evaluate);
+          result = hpcnn::train::run_evaluation(cfg, *comm, evaluate, split);
         } else {
           // The output policy, before any work (rank 0 writes): the model needs -f to be replaced;
           // the metrics and the checkpoint are rewritten as training runs (the checkpoint may be

@@ -1,13 +1,21 @@
 // prune-rate: automatic per-layer structured pruning rates from the L1 pruning error
 // (Sakai et al., ICPR 2022); writes the physically smaller ONNX model with -o.
 #include <iostream>
+#include <memory>
 
+#include <spdlog/spdlog.h>
+
+#include "common/data_options.h"
 #include "common/numbers.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/source.h"
+#include "dist/communicator.h"
+#include "onnx/model.h"
 #include "prune/prune_rate.h"
+#include "train/sensitivity.h"
 
 namespace {
 
@@ -17,6 +25,18 @@ using hpcnn::throw_error;
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun the data-driven measurement is split over the ranks; rank 0 does the rest.
+  std::unique_ptr<hpcnn::dist::Communicator> comm;
+  try {
+    comm = hpcnn::dist::make_communicator(&argc, &argv);
+  } catch (const hpcnn::Error& e) {
+    std::cerr << "prune-rate: error: " << e.what() << "\n";
+    return e.exit_code();
+  }
+  hpcnn::tool::DataOptions data;
+  int64_t batches = 100, batch_size = 128;
+  double margin = 0.1, loss_before = 0, upper_bound = 0;
+  CLI::Option *opt_loss_before = nullptr, *opt_upper = nullptr;
   std::string model, output, thresholds_file, rates, report_file, external = "auto";
   double threshold = 0, target_params = 0, target_macs = 0, uniform = 0;
   bool force = false;
@@ -25,8 +45,13 @@ int main(int argc, char** argv) {
       {.name = "prune-rate",
        .description =
            "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
-           "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model.\n"
-           "The JSON report goes to stdout (or --report FILE); logs go to stderr."},
+           "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model. With training data\n"
+           "(--config or --data) the per-layer thresholds come from the model's loss and connection\n"
+           "sensitivity (under mpirun the batches are split over the ranks).\n"
+           "The JSON report goes to stdout (or --report FILE); logs go to stderr.",
+       .rank = comm->rank(),
+       .world = comm->size(),
+       .on_failure = [&](int code) { if (comm->size() > 1) comm->abort(code); }},
       argc, argv,
       [&](CLI::App& app) {
         app.add_option("model", model, "Input ONNX model")->required();
@@ -46,6 +71,19 @@ int main(int argc, char** argv) {
                        "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
             ->check(CLI::IsMember({"auto", "always", "never"}));
         app.add_flag("-f,--force", force, "Overwrite existing output files");
+        hpcnn::tool::add_data_options(app, data);
+        const std::string dd = "Data-driven thresholds";
+        app.add_option("--batches", batches, "Batches of the loss and sensitivity (default 100; fewer if the data end)")
+            ->check(CLI::PositiveNumber)->group(dd);
+        app.add_option("--batch-size", batch_size, "Samples per batch (default 128)")->check(CLI::PositiveNumber)->group(dd);
+        app.add_option("--margin", margin, "Loss margin: th = (L_before (1 + margin) - L) S / N (default 0.1)")
+            ->check(CLI::NonNegativeNumber)->group(dd);
+        opt_loss_before = app.add_option("--loss-before", loss_before,
+                                         "L_before, the loss of the original model (default: the measured L; the loop passes it)")
+                              ->check(CLI::NonNegativeNumber)->group(dd);
+        opt_upper = app.add_option("--upper-bound", upper_bound,
+                                   "U, the bound on ||th||_2 (default: its limit U_limit; the loop passes the next U)")
+                        ->check(CLI::PositiveNumber)->group(dd);
       },
       [&](const hpcnn::tool::Context&) {
         hpcnn::prune::PruneOptions o;
@@ -62,13 +100,49 @@ int main(int argc, char** argv) {
                           : external == "never" ? hpcnn::onnxu::ExternalData::never
                                                 : hpcnn::onnxu::ExternalData::automatic;
         o.overwrite = force;
+        const bool data_driven = !data.config.empty() || !data.images.empty() || !data.labels.empty() ||
+                                 !data.mean.empty() || !data.std.empty();
+        hpcnn::tool::TrainingData td;
+        if (data_driven) {
+          td = hpcnn::tool::resolve_data_options(data);
+          o.data = hpcnn::prune::DataThresholdInputs{};  // filled after the measurement; validates the mode now
+          o.data->margin = margin;
+          if (opt_upper->count()) o.data->upper_bound = upper_bound;
+        } else if (opt_loss_before->count() || opt_upper->count()) {
+          throw_error(ErrorKind::usage, "--loss-before and --upper-bound need training data (--config or --data)");
+        }
         hpcnn::prune::validate_options(o);
-        // The output policy, before any work: the model, its external data file (only when
+        if (comm->size() > 1 && !data_driven)
+          throw_error(ErrorKind::usage, "under mpirun prune-rate needs training data: only the data-driven thresholds use the ranks");
+        if (comm->rank() == 0)
+          // The output policy, before any work: the model, its external data file (only when
         // written: save_model applies -f to it then) and the report.
         hpcnn::tool::prepare_outputs({{output, "the output"},
                                       {output.empty() ? std::string() : output + ".data", "the output's external data", true},
                                       {report_file, "--report"}},
                                      {model}, force);
+        if (data_driven) {
+          hpcnn::data::DataFiles files;
+          files.images = {td.images};
+          if (!td.labels.empty()) files.labels = {td.labels};
+          files.cache = td.cache;
+          hpcnn::train::SensitivityOptions so;
+          so.batches = batches;
+          so.batch_size = batch_size;
+          so.normalise.mean = td.mean;
+          so.normalise.std = td.std;
+          const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
+          const hpcnn::train::Sensitivity s =
+              hpcnn::train::measure_sensitivity(m.proto, model, hpcnn::data::open_source(files), so, *comm);
+          spdlog::info("loss {:.6g} over {} batches ({} samples of {}) on {} rank(s)", s.loss, s.batches, s.samples,
+                       td.images, comm->size());
+          o.data->loss = s.loss;
+          o.data->loss_before = opt_loss_before->count() ? loss_before : s.loss;
+          o.data->sensitivity = s.sensitivity;
+          o.data_info = {{"images", td.images}, {"batches", s.batches}, {"batch_size", batch_size}, {"samples", s.samples},
+                         {"ranks", comm->size()}};
+        }
+        if (comm->rank() != 0) return 0;
 
         const nlohmann::ordered_json report = hpcnn::prune::run_prune_rate(o);
         const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";

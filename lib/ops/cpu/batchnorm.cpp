@@ -173,8 +173,12 @@ void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormSta
     std::vector<float> k(v.C), u(v.C), w(v.C);
     for (int64_t c = 0; c < v.C; ++c) {
       const double kc = scale.data()[c] * static_cast<double>(invstd[c]);
-      const double ms = dscale[c] / count * invstd[c];
       k[c] = static_cast<float>(kc);
+      if (st.is_frozen) {  // constant statistics: no gradient through the moments
+        u[c] = w[c] = 0.0f;
+        continue;
+      }
+      const double ms = dscale[c] / count * invstd[c];
       u[c] = static_cast<float>(-kc * ms);
       w[c] = static_cast<float>(kc * (-dbias[c] / count + mean[c] * ms));
     }

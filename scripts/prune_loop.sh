@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# The automatic pruning loop of Sakai et al. ("Automatic pruning rate derivation for structured
+# pruning of deep neural networks", ICPR 2022; Sakai, Eto, Teranishi, JAIT 13(3), 2022; the
+# authors' auto_prune() in FujitsuResearch/automatic_pruning) over the hpcnn tools:
+#
+#   scripts/prune_loop.sh MODEL --config TRAIN.json --out DIR [options]
+#
+# Each iteration: prune-rate derives per-layer rates from the current model's loss and connection
+# sensitivity (data-driven thresholds, bound U) and writes the smaller model -> dist-train
+# fine-tunes it (fresh optimizer and learning-rate schedule, stopping after the first epoch whose
+# validation accuracy exceeds the original model's minus the allowed drop) -> accept (the tuned
+# model is the new current model; U grows) or reject (the current model stays; U shrinks). The
+# loop ends when no layer would change any more, when U < 0, or after --iterations.
+#
+# Validation split: the last --validation N (default 5000) of the training images, held out
+# from every fine-tuning (dist-train's data.validation_samples); the model being pruned should
+# have been trained with the same split held out. Test data are not used inside the loop: the
+# final model's test accuracy is measured once, at the end.
+#
+# Options:
+#   --config FILE          dist-train configuration (data, augmentation, optimizer) [required]
+#   --out DIR              output folder (created; refuses a non-empty one unless -f)   [required]
+#   --iterations K         at most K iterations (default 10)
+#   --ranks N              ranks of every tool run under mpirun (default 2; 1: no mpirun)
+#   --finetune-epochs E    epochs of fine-tuning per iteration at most (default 3)
+#   --finetune-lr LR       peak learning rate of fine-tuning (default: the config's lr.base / 10),
+#                          cosine decay, no warm-up, no Final Polishing
+#   --accuracy-drop A      allowed drop of validation accuracy in points (default 0.1; the
+#                          authors' acc_control; negative: a gain is required)
+#   --validation N         validation samples held out of the training set (default 5000)
+#   --margin M             loss margin of the thresholds (default 0.1)
+#   --batches B            batches of the loss and sensitivity (default 100, batch 128)
+#   --seed S               seed of fine-tuning (default: the config's)
+#   -f                     reuse a non-empty --out
+# Environment: HPCNN_BIN (folder with prune-rate/ and dist-train/, default build/tools), MPIRUN.
+#
+# Outputs in DIR: final.onnx (the last accepted model, or a copy of MODEL), log.json (one entry per
+# iteration: rates, parameters, MACs, loss, validation accuracy, U, accepted), summary.json (before
+# and after: parameters, MACs, validation and test accuracy, iterations, wall time), and per
+# iteration it<i>/ with the prune report, the candidate, the fine-tuned model and its metrics.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin=${HPCNN_BIN:-$here/build/tools}
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 1; }
+die() { echo "prune_loop: error: $*" >&2; exit 1; }
+
+model="" config="" out="" iterations=10 ranks=2 epochs=3 lr="" drop=0.1 validation=5000 margin=0.1 batches=100
+seed="" force=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --config) config=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --iterations) iterations=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --finetune-epochs) epochs=$2; shift 2 ;;
+    --finetune-lr) lr=$2; shift 2 ;;
+    --accuracy-drop) drop=$2; shift 2 ;;
+    --validation) validation=$2; shift 2 ;;
+    --margin) margin=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    -f) force=1; shift ;;
+    -h|--help) usage ;;
+    -*) die "unknown option $1 (--help lists them)" ;;
+    *) [ -z "$model" ] || die "one MODEL only ('$model' and '$1')"; model=$1; shift ;;
+  esac
+done
+[ -n "$model" ] && [ -n "$config" ] && [ -n "$out" ] || die "usage: prune_loop.sh MODEL --config TRAIN.json --out DIR [options]"
+[ -f "$model" ] || die "no model '$model'"
+[ -f "$config" ] || die "no configuration '$config'"
+for v in iterations ranks epochs validation batches; do
+  [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "--${v/epochs/finetune-epochs} must be a positive integer, not '${!v}'"
+done
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ "$force" != 1 ]; then die "'$out' is not empty (-f reuses it)"; fi
+mkdir -p "$out"
+py=python3
+json() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+launch=()
+if [ "$ranks" -gt 1 ]; then
+  launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
+  [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
+fi
+common=(--set "data.validation_samples=$validation")
+[ -z "$seed" ] || common+=(--set "seed=$seed")
+dist() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$bin/dist-train/dist-train" --config "$config" "${common[@]}" "$@"; }
+prune() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$bin/prune-rate/prune-rate" --config "$config" \
+            --margin "$margin" --batches "$batches" "$@"; }
+evaluate() {  # MODEL SPLIT -> accuracy in percent
+  dist --evaluate "$1" --split "$2" > "$out/.eval.json"
+  json "$out/.eval.json" "d['$2_accuracy'] * 100"
+}
+
+t0=$SECONDS
+if [ -z "$lr" ]; then
+  lr=$("$bin/dist-train/dist-train" --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
+fi
+cp "$model" "$out/original.onnx"
+current="$out/original.onnx"
+acc_before=$(evaluate "$current" validation)
+goal=$($py -c "print(($acc_before - $drop) / 100)")
+early=$($py -c "g = $goal; print(g if 0 < g < 1 else 0)")  # dist-train's early stop takes a fraction in (0, 1)
+echo "prune_loop: original validation accuracy $acc_before%; a candidate is accepted above $($py -c "print($goal*100)")%" >&2
+loss_before="" bound="" log="$out/log.json" stop="iteration limit"
+echo "[" > "$log.tmp"
+sep=""
+for ((i = 1; i <= iterations; i++)); do
+  dir="$out/it$i"
+  mkdir -p "$dir"
+  args=()
+  [ -z "$loss_before" ] || args+=(--loss-before "$loss_before")
+  [ -z "$bound" ] || args+=(--upper-bound "$bound")
+  prune "$current" "${args[@]}" -o "$dir/candidate.onnx" -f --report "$dir/prune.json"
+  [ -n "$loss_before" ] || loss_before=$(json "$dir/prune.json" "repr(d['data_driven']['loss'])")
+  if [ "$(json "$dir/prune.json" "d['data_driven']['pruned_any']")" != True ]; then
+    stop="no layer changes"
+    rm -f "$dir/candidate.onnx"
+    break
+  fi
+  dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" \
+    --set lr.warmup_epochs=0 --set lr.decay=cosine --set final_polish_epochs=0 --set "stop_at_validation_accuracy=$early" \
+    --set 'data.test_images=""' --set 'data.test_labels=""' \
+    --metrics "$dir/metrics.jsonl" --checkpoint "$dir/ckpt" > "$dir/finetune.json"
+  rm -f "$dir/ckpt"
+  acc=$(json "$dir/finetune.json" "d['validation_accuracy'] * 100")
+  accepted=$($py -c "print('true' if $acc / 100 > $goal else 'false')")
+  if [ "$accepted" = true ]; then
+    next=$(json "$dir/prune.json" "repr(d['data_driven']['upper_bound']['next_if_accepted'])")
+    current="$dir/tuned.onnx"
+  else
+    next=$(json "$dir/prune.json" "repr(d['data_driven']['upper_bound']['next_if_rejected'])")
+  fi
+  $py - "$dir/prune.json" "$dir/finetune.json" "$i" "$accepted" "$acc" "$next" "$current" >> "$log.tmp" <<EOF
+import json, sys
+r = json.load(open(sys.argv[1])); f = json.load(open(sys.argv[2]))
+d = r["data_driven"]
+e = {"iteration": int(sys.argv[3]), "accepted": sys.argv[4] == "true",
+     "params_before": r["totals"]["params_before"], "params_after": r["totals"]["params_after"],
+     "macs_before": r["totals"]["macs_before"], "macs_after": r["totals"]["macs_after"],
+     "loss_before": d["loss_before"], "loss": d["loss"], "upper_bound": d["upper_bound"]["used"],
+     "upper_bound_next": float(sys.argv[6]), "validation_accuracy": float(sys.argv[5]) / 100,
+     "finetune_epochs": f["epochs_run"], "finetune_seconds": f["seconds"],
+     "rates": {g["layers"][0]: g["rate"] for g in r["groups"] if g["prunable"]},
+     "kept_channels": {g["layers"][0]: g["kept_channels"] for g in r["groups"] if g["prunable"]},
+     "current_model": sys.argv[7]}
+print("$sep" + json.dumps(e))
+EOF
+  sep=","
+  echo "prune_loop: iteration $i: $(json "$dir/prune.json" "d['totals']['params_before']") -> $(json "$dir/prune.json" "d['totals']['params_after']") parameters, validation accuracy $acc%: $([ "$accepted" = true ] && echo accepted || echo rejected), next U $next" >&2
+  bound=$next
+  if $py -c "import sys; sys.exit(0 if $bound < 0 else 1)"; then stop="upper bound below 0"; break; fi
+done
+echo "]" >> "$log.tmp"
+mv "$log.tmp" "$log"
+cp "$current" "$out/final.onnx.tmp" && mv "$out/final.onnx.tmp" "$out/final.onnx"
+
+# The final table: test accuracy appears only here.
+acc_after=$(evaluate "$out/final.onnx" validation)
+test_before=$(evaluate "$out/original.onnx" test)
+test_after=$(evaluate "$out/final.onnx" test)
+"$bin/prune-rate/prune-rate" "$out/final.onnx" --rate 0 > "$out/.costs_after.json"
+"$bin/prune-rate/prune-rate" "$out/original.onnx" --rate 0 > "$out/.costs_before.json"
+rm -f "$out/.eval.json"
+$py - "$out" "$stop" "$((SECONDS - t0))" "$acc_before" "$acc_after" "$test_before" "$test_after" > "$out/summary.json.tmp" <<'EOF'
+import json, sys
+out = sys.argv[1]
+log = json.load(open(f"{out}/log.json"))
+b = json.load(open(f"{out}/.costs_before.json"))["totals"]
+a = json.load(open(f"{out}/.costs_after.json"))["totals"]
+print(json.dumps({
+    "params_before": b["params_before"], "params_after": a["params_before"],
+    "params_reduction": 1 - a["params_before"] / b["params_before"],
+    "macs_before": b["macs_before"], "macs_after": a["macs_before"],
+    "validation_accuracy_before": float(sys.argv[4]) / 100, "validation_accuracy_after": float(sys.argv[5]) / 100,
+    "test_accuracy_before": float(sys.argv[6]) / 100, "test_accuracy_after": float(sys.argv[7]) / 100,
+    "iterations": len(log), "accepted": sum(e["accepted"] for e in log), "stopped_by": sys.argv[2],
+    "seconds": int(sys.argv[3])}, indent=1))
+EOF
+mv "$out/summary.json.tmp" "$out/summary.json"
+rm -f "$out/.costs_before.json" "$out/.costs_after.json"
+cat "$out/summary.json"

@@ -1,0 +1,74 @@
+"""scripts/prune_loop.sh, the prune -> fine-tune -> accept/reject loop (Sakai et al., ICPR 2022), on
+a tiny CNN and real Fashion-MNIST batches: one accepted and one rejected iteration, checked against
+the prune-rate report of that iteration (the bound U that follows, the model that goes on)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import hpcnn_test as H
+from test_dist_train import FM, config, fashion_mnist, tiny_cnn  # noqa: F401 (the dataset check)
+
+LOOP = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "prune_loop.sh")
+
+
+def loop(tmp, *args):
+    cfg = config(tmp, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
+    p = subprocess.run(["bash", LOOP, tmp / "tiny.onnx", "--config", cfg, "--out", tmp / "loop", "--ranks", "1",
+                        "--iterations", "1", "--finetune-epochs", "1", "--batches", "2", "--validation", "500",
+                        *map(str, args)],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, HPCNN_BIN=H.BIN_DIR, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stderr
+    out = tmp / "loop"
+    return (json.load(open(out / "log.json")), json.load(open(out / "summary.json")),
+            json.load(open(out / "it1" / "prune.json")), out)
+
+
+def params(path):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+def test_accepted_iteration(tmp_path):
+    log, summary, report, out = loop(tmp_path, "--accuracy-drop", 100)  # any accuracy passes
+    assert len(log) == 1 and log[0]["accepted"]
+    d = report["data_driven"]
+    assert log[0]["upper_bound"] == d["upper_bound"]["used"] == d["upper_bound"]["limit"]  # U starts at its limit
+    assert log[0]["upper_bound_next"] == pytest.approx(d["upper_bound"]["next_if_accepted"], rel=1e-12)
+    assert log[0]["upper_bound_next"] >= min(2 * d["upper_bound"]["used"], d["upper_bound"]["limit"]) * (1 - 1e-12)
+    assert report["totals"]["params_after"] < report["totals"]["params_before"]
+    # The fine-tuned candidate goes on: final.onnx is it, with the pruned shapes.
+    final, tuned, cand = params(out / "final.onnx"), params(out / "it1" / "tuned.onnx"), params(out / "it1" / "candidate.onnx")
+    for k in final:
+        np.testing.assert_array_equal(final[k], tuned[k])
+        assert final[k].shape == cand[k].shape
+    assert summary["params_after"] == report["totals"]["params_after"] < summary["params_before"]
+    assert summary["accepted"] == 1 and summary["iterations"] == 1
+    assert 0 < summary["test_accuracy_after"] <= 1 and 0 < summary["validation_accuracy_after"] <= 1
+
+
+def test_rejected_iteration(tmp_path):
+    log, summary, report, out = loop(tmp_path, "--accuracy-drop", -100)  # would need +100 points
+    assert len(log) == 1 and not log[0]["accepted"]
+    d = report["data_driven"]
+    assert log[0]["upper_bound_next"] == pytest.approx(d["upper_bound"]["next_if_rejected"], rel=1e-12)
+    assert log[0]["upper_bound_next"] <= 0.5 * d["upper_bound"]["used"] * (1 + 1e-12)
+    # The original model stays, bit for bit.
+    final, original = params(out / "final.onnx"), params(tmp_path / "tiny.onnx")
+    assert final.keys() == original.keys()
+    for k in final:
+        np.testing.assert_array_equal(final[k], original[k])
+    assert summary["params_after"] == summary["params_before"]
+    assert summary["accepted"] == 0
+
+
+def test_bad_arguments(tmp_path):
+    tiny_cnn(tmp_path / "tiny.onnx")
+    for args, text in (([], "usage"), (["--config", tmp_path / "none.json", "--out", tmp_path / "o"], "no configuration"),
+                       (["--config", tmp_path / "tiny.onnx", "--out", tmp_path / "o", "--iterations", "0"], "positive")):
+        p = subprocess.run(["bash", LOOP, tmp_path / "tiny.onnx", *map(str, args)], capture_output=True, text=True)
+        assert p.returncode != 0 and text in p.stderr, p.stderr
