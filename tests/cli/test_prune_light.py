@@ -87,3 +87,29 @@ def test_example_thresholds_file(light, tmp_path):
     layers = {L["name"]: L for L in json.loads(p.stdout)["layers"]}
     assert layers["n0"]["threshold"] == 0.002 and layers["n146"]["threshold"] == 0.004
     assert layers["n36"]["threshold"] == 0.02
+
+
+CAFFE2 = {"densenet121": 120, "inception_v2": 69, "shufflenet": 17}  # prunable groups (all but the classifier's)
+
+
+@pytest.mark.parametrize("name", sorted(CAFFE2))
+def test_caffe2_scale_layers_and_channel_shuffles(name, tmp_path):
+    """DenseNet-121 and Inception-v2 scale every BatchNormalization output with Mul/Add operands
+    computed by Unsqueeze from [C] constants; ShuffleNet shuffles channels with Reshape-Transpose-
+    Reshape. Both used to fix the channels they touch (no prunable group in DenseNet-121 or
+    Inception-v2, one in ShuffleNet); followed, every group but the classifier's is prunable and the
+    pruned graph runs in onnxruntime with the costs counted independently."""
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_light_models.py"), str(tmp_path),
+                    "--models", name], check=True)
+    src, dst = str(tmp_path / f"{name}.onnx"), str(tmp_path / "p.onnx")
+    report = prune(src, dst, "--rate", "0.3")
+    fixed = [g for g in report["groups"] if not g["prunable"]]
+    assert report["totals"]["prunable_groups"] == CAFFE2[name], [g["reason"] for g in fixed]
+    assert len(fixed) == 1 and "graph output" in fixed[0]["reason"], fixed
+    onnx.checker.check_model(dst, full_check=True)
+    (a,), feeds = ort_run(src)
+    (b,), _ = ort_run(dst, feeds)
+    assert b.shape == a.shape and np.isfinite(b).all()
+    pruned = onnx.load(dst)
+    assert report["totals"]["params_after"] == count_params(pruned) < report["totals"]["params_before"]
+    assert report["totals"]["macs_after"] == count_macs(pruned)

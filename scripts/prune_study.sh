@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The automatic pruning rates on real data (issue 13): Fashion-MNIST, the example CNN and ResNet-20
+# of configs/, against the uniform-rate L1-norm baseline at the same parameter count with the same
+# fine-tuning budget, 3 seeds each.
+#
+#   bash scripts/prune_study.sh [MODEL...]        MODEL: cnn, resnet20 (default both)
+#
+# Steps per model, each skipped when its output exists (the study is rerunnable and resumes where
+# it stopped; delete out/study/<model>/... to redo a step):
+#   1. base.onnx: trained as the README documents (configs/fashion_mnist_*.json, 2 ranks), with the
+#      last 5,000 training images held out as the validation split (data.validation_samples).
+#   2. per seed s: loop-s<s>/: scripts/prune_loop.sh base.onnx (fine-tuning seed s).
+#   3. per seed s: uniform-s<s>/: prune-rate --rate R, R the grid rate (step 0.01) whose parameter
+#      count comes closest to the loop's final model, then one fine-tuning run of as many epochs as
+#      the loop spent in all its iterations (accepted or not), same learning rate, same seed.
+#   4. inference speed (dist-train --evaluate on the 10,000 test images, one process) of base and
+#      of each final model.
+# Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png.
+#
+# Environment: STUDY_OUT (default out/study), LOOP_ITERATIONS (8), LOOP_EPOCHS (2: fine-tuning epochs
+# per iteration at most), SEEDS ("1 2 3"), RANKS (2).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+out=${STUDY_OUT:-out/study}
+iterations=${LOOP_ITERATIONS:-8}
+epochs=${LOOP_EPOCHS:-2}
+seeds=${SEEDS:-1 2 3}
+ranks=${RANKS:-2}
+bin=build/tools
+models=("$@")
+[ ${#models[@]} -gt 0 ] || models=(cnn resnet20)
+launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
+[ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+py=.venv/bin/python
+$py -c "import matplotlib" 2>/dev/null || .venv/bin/pip install -q matplotlib==3.10.7
+[ -f build/models/fashion_mnist_cnn.onnx ] || $py scripts/make_train_models.py build/models
+log() { echo "prune_study: $(date +%H:%M:%S) $*" >&2; }
+t_start=$SECONDS
+
+for m in "${models[@]}"; do
+  case $m in
+    cnn) config=configs/fashion_mnist_cnn.json ;;
+    resnet20) config=configs/fashion_mnist_resnet.json ;;
+    *) echo "prune_study: unknown model '$m' (cnn, resnet20)" >&2; exit 1 ;;
+  esac
+  dir=$out/$m
+  mkdir -p "$dir"
+  if [ ! -f "$dir/base.onnx" ]; then
+    log "$m: training the base model"
+    t=$SECONDS
+    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 \
+      -o "$dir/base.onnx" -f --metrics "$dir/base.metrics.jsonl" --checkpoint "$dir/base.ckpt" > "$dir/base.summary.json"
+    echo "$((SECONDS - t))" > "$dir/base.seconds"
+  fi
+  lr=$($bin/dist-train/dist-train --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
+  for s in $seeds; do
+    if [ ! -f "$dir/loop-s$s/summary.json" ]; then
+      log "$m: pruning loop, seed $s"
+      bash scripts/prune_loop.sh "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f --seed "$s" \
+        --iterations "$iterations" --finetune-epochs "$epochs" --finetune-lr "$lr" --ranks "$ranks" > /dev/null
+    fi
+    u=$dir/uniform-s$s
+    if [ ! -f "$u/summary.json" ]; then
+      log "$m: uniform baseline, seed $s"
+      mkdir -p "$u"
+      target=$($py -c "import json; print(json.load(open('$dir/loop-s$s/summary.json'))['params_after'])")
+      budget=$($py -c "import json; print(max(1, sum(e['finetune_epochs'] for e in json.load(open('$dir/loop-s$s/log.json')))))")
+      best="" best_diff=""
+      for r in $(seq 0 0.01 0.95); do
+        p=$($bin/prune-rate/prune-rate "$dir/base.onnx" --rate "$r" 2>/dev/null | $py -c "import json,sys; print(json.load(sys.stdin)['totals']['params_after'])")
+        d=$((p > target ? p - target : target - p))
+        if [ -z "$best" ] || [ "$d" -lt "$best_diff" ]; then best=$r best_diff=$d; fi
+      done
+      $bin/prune-rate/prune-rate "$dir/base.onnx" --rate "$best" -o "$u/pruned.onnx" -f --report "$u/prune.json"
+      t=$SECONDS
+      "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$u/pruned.onnx" -o "$u/final.onnx" -f \
+        --epochs "$budget" --lr "$lr" --set lr.warmup_epochs=0 --set final_polish_epochs=0 --set "seed=$s" \
+        --set data.validation_samples=5000 --set 'data.test_images=""' --set 'data.test_labels=""' \
+        --metrics "$u/metrics.jsonl" --checkpoint "$u/ckpt" > "$u/finetune.json"
+      rm -f "$u/ckpt"
+      secs=$((SECONDS - t))
+      "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 \
+        --evaluate "$u/final.onnx" --split test > "$u/test.json"
+      $py - "$u" "$best" "$budget" "$secs" <<'EOF'
+import json, sys
+u = sys.argv[1]
+r, f, t = (json.load(open(f"{u}/{n}.json")) for n in ("prune", "finetune", "test"))
+json.dump({"rate": float(sys.argv[2]), "finetune_epochs": int(sys.argv[3]), "seconds": int(sys.argv[4]),
+           "params_before": r["totals"]["params_before"], "params_after": r["totals"]["params_after"],
+           "macs_before": r["totals"]["macs_before"], "macs_after": r["totals"]["macs_after"],
+           "validation_accuracy_after": f["validation_accuracy"], "test_accuracy_after": t["test_accuracy"]},
+          open(f"{u}/summary.json", "w"), indent=1)
+EOF
+    fi
+  done
+  # Inference speed: one process, the test set, 3 runs, the best.
+  for f in "$dir/base.onnx" "$dir"/loop-s*/final.onnx "$dir"/uniform-s*/final.onnx; do
+    [ -f "$f.speed.json" ] && continue
+    best=0
+    for _ in 1 2 3; do
+      OMP_NUM_THREADS=2 $bin/dist-train/dist-train --config "$config" --threads 2 --evaluate "$f" > "$f.eval.json"
+      best=$($py -c "import json; e=json.load(open('$f.eval.json')); print(max($best, e['samples'] / e['seconds']))")
+    done
+    $py -c "import json; json.dump({'images_per_second': $best, 'test_accuracy': json.load(open('$f.eval.json'))['test_accuracy']}, open('$f.speed.json', 'w'))"
+    rm -f "$f.eval.json"
+  done
+done
+$py scripts/prune_study_report.py "$out"
+echo "$((SECONDS - t_start))" >> "$out/wall_seconds"  # one line per run of this script
+log "done in $((SECONDS - t_start)) s"

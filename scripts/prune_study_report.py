@@ -1,0 +1,99 @@
+"""The table and the plot of scripts/prune_study.sh: reads out/study/<model>/ and writes
+out/study/table.md (markdown) and out/study/accuracy_vs_params.png (test accuracy against
+parameters, both methods, every seed, with the unpruned model)."""
+import glob
+import json
+import os
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+NAMES = {"cnn": "CNN", "resnet20": "ResNet-20"}
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def mean_sd(values, digits=2):
+    """Mean ± sample standard deviation over the seeds."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:,.{digits}f}"
+    return f"{statistics.mean(values):,.{digits}f} ± {statistics.stdev(values):,.{digits}f}"
+
+
+def main(out):
+    rows, fig_data = [], {}
+    for model in ("cnn", "resnet20"):
+        d = os.path.join(out, model)
+        if not os.path.exists(os.path.join(d, "base.onnx")):
+            continue
+        base_speed = load(os.path.join(d, "base.onnx.speed.json")) if os.path.exists(os.path.join(d, "base.onnx.speed.json")) else {}
+        base_secs = int(open(os.path.join(d, "base.seconds")).read()) if os.path.exists(os.path.join(d, "base.seconds")) else None
+        base_acc = base_speed.get("test_accuracy")
+        entries = {"loop": [], "uniform": []}
+        for method in entries:
+            for s in sorted(glob.glob(os.path.join(d, f"{method}-s*", "summary.json"))):
+                e = load(s)
+                speed_file = os.path.join(os.path.dirname(s), "final.onnx.speed.json")
+                e["speed"] = load(speed_file)["images_per_second"] if os.path.exists(speed_file) else None
+                e["seed"] = os.path.basename(os.path.dirname(s)).split("-s")[-1]
+                if method == "loop":
+                    e["finetune_epochs"] = sum(x["finetune_epochs"] for x in load(os.path.join(os.path.dirname(s), "log.json")))
+                entries[method].append(e)
+        fig_data[model] = (entries, base_acc)
+        for method, es in entries.items():
+            if not es:
+                continue
+            pb = es[0]["params_before"]
+            rows.append({
+                "model": NAMES[model],
+                "method": "automatic rates (loop)" if method == "loop" else f"uniform rate {es[0].get('rate', '')}",
+                "params": f"{pb:,} → {statistics.mean(e['params_after'] for e in es):,.0f} "
+                          f"(−{100 * (1 - statistics.mean(e['params_after'] for e in es) / pb):.1f}%)",
+                "macs": f"{es[0]['macs_before']:,} → {statistics.mean(e['macs_after'] for e in es):,.0f}",
+                "speed": f"{base_speed.get('images_per_second', 0):,.0f} → " + mean_sd([e["speed"] for e in es if e["speed"]], 0)
+                         if base_speed else "-",
+                "acc": (f"{100 * base_acc:.2f} → " if base_acc else "") + mean_sd([100 * e["test_accuracy_after"] for e in es]),
+                "iterations": mean_sd([e["iterations"] for e in es]) if method == "loop" else "-",
+                "epochs": mean_sd([e["finetune_epochs"] for e in es]),
+                "wall": f"{statistics.mean(e['seconds'] for e in es) / 60:.0f} min per seed"
+                        + (f" (+ base training {base_secs / 60:.0f} min)" if base_secs else ""),
+                "seeds": len(es),
+            })
+    lines = ["| model | method | parameters | MACs | inference images/s | test accuracy % | iterations | fine-tuning epochs | wall time | seeds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['method']} | {r['params']} | {r['macs']} | {r['speed']} | {r['acc']} | "
+                     f"{r['iterations']} | {r['epochs']} | {r['wall']} | {r['seeds']} |")
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+    fig, axes = plt.subplots(1, max(1, len(fig_data)), figsize=(6 * max(1, len(fig_data)), 4.5), squeeze=False)
+    for ax, (model, (entries, base_acc)) in zip(axes[0], fig_data.items()):
+        for method, marker, label in (("loop", "o", "automatic rates (Sakai et al.)"), ("uniform", "s", "uniform L1 rate")):
+            es = entries[method]
+            if es:
+                ax.scatter([e["params_after"] for e in es], [100 * e["test_accuracy_after"] for e in es], marker=marker, label=label)
+        if base_acc and (entries["loop"] or entries["uniform"]):
+            pb = (entries["loop"] or entries["uniform"])[0]["params_before"]
+            ax.scatter([pb], [100 * base_acc], marker="*", s=150, color="k", label="unpruned")
+        ax.set_title(f"{NAMES[model]} on Fashion-MNIST")
+        ax.set_xlabel("parameters")
+        ax.set_ylabel("test accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "accuracy_vs_params.png"), dpi=120)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "out/study")
