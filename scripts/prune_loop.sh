@@ -10,7 +10,9 @@
 # fine-tunes it (fresh optimizer and learning-rate schedule, stopping after the first epoch whose
 # validation accuracy exceeds the original model's minus the allowed drop) -> accept (the tuned
 # model is the new current model; U grows) or reject (the current model stays; U shrinks). The
-# loop ends when no layer would change any more, when U < 0, or after --iterations.
+# loop ends when no layer would change any more, when U < 0, or after --iterations. A candidate
+# identical to one already rejected for the same current model (U shrank but no rate changed) is
+# rejected again without fine-tuning: it would train to the same weights.
 #
 # Validation split: the last --validation N (default 5000) of the training images, held out
 # from every fine-tuning (dist-train's data.validation_samples); the model being pruned should
@@ -101,7 +103,8 @@ acc_before=$(evaluate "$current" validation)
 goal=$($py -c "print(($acc_before - $drop) / 100)")
 early=$($py -c "g = $goal; print(g if 0 < g < 1 else 0)")  # dist-train's early stop takes a fraction in (0, 1)
 echo "prune_loop: original validation accuracy $acc_before%; a candidate is accepted above $($py -c "print($goal*100)")%" >&2
-loss_before="" bound="" log="$out/log.json" stop="iteration limit"
+loss_before="" bound="" log="$out/log.json" stop="iteration limit" repeats=0
+declare -A rejected=()  # kept channels of the rejected candidates of the current model -> iteration
 echo "[" > "$log.tmp"
 sep=""
 for ((i = 1; i <= iterations; i++)); do
@@ -117,6 +120,19 @@ for ((i = 1; i <= iterations; i++)); do
     rm -f "$dir/candidate.onnx"
     break
   fi
+  # The same candidate as one already rejected (same current model, the smaller U changed no
+  # rate): it would be fine-tuned to the same weights and rejected again, so it is rejected at
+  # once and U shrinks further. Such steps do not count as iterations (at most 10 per iteration).
+  signature=$(json "$dir/prune.json" "'-'.join(str(g['kept_channels']) for g in d['groups'])")
+  if [ -n "${rejected[$signature]:-}" ] && [ "$repeats" -lt $((10 * iterations)) ]; then
+    repeats=$((repeats + 1))
+    bound=$(json "$dir/prune.json" "repr(d['data_driven']['upper_bound']['next_if_rejected'])")
+    echo "prune_loop: the same candidate as iteration ${rejected[$signature]}, rejected again without fine-tuning; next U $bound" >&2
+    rm -rf "$dir"
+    i=$((i - 1))
+    if $py -c "import sys; sys.exit(0 if $bound < 0 else 1)"; then stop="upper bound below 0"; break; fi
+    continue
+  fi
   dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" \
     --set lr.warmup_epochs=0 --set lr.decay=cosine --set final_polish_epochs=0 --set "stop_at_validation_accuracy=$early" \
     --set 'data.test_images=""' --set 'data.test_labels=""' \
@@ -127,8 +143,10 @@ for ((i = 1; i <= iterations; i++)); do
   if [ "$accepted" = true ]; then
     next=$(json "$dir/prune.json" "repr(d['data_driven']['upper_bound']['next_if_accepted'])")
     current="$dir/tuned.onnx"
+    rejected=()
   else
     next=$(json "$dir/prune.json" "repr(d['data_driven']['upper_bound']['next_if_rejected'])")
+    rejected[$signature]=$i
   fi
   $py - "$dir/prune.json" "$dir/finetune.json" "$i" "$accepted" "$acc" "$next" "$current" >> "$log.tmp" <<EOF
 import json, sys
@@ -161,7 +179,7 @@ test_after=$(evaluate "$out/final.onnx" test)
 "$bin/prune-rate/prune-rate" "$out/final.onnx" --rate 0 > "$out/.costs_after.json"
 "$bin/prune-rate/prune-rate" "$out/original.onnx" --rate 0 > "$out/.costs_before.json"
 rm -f "$out/.eval.json"
-$py - "$out" "$stop" "$((SECONDS - t0))" "$acc_before" "$acc_after" "$test_before" "$test_after" > "$out/summary.json.tmp" <<'EOF'
+$py - "$out" "$stop" "$((SECONDS - t0))" "$acc_before" "$acc_after" "$test_before" "$test_after" "$repeats" > "$out/summary.json.tmp" <<'EOF'
 import json, sys
 out = sys.argv[1]
 log = json.load(open(f"{out}/log.json"))
@@ -174,6 +192,7 @@ print(json.dumps({
     "validation_accuracy_before": float(sys.argv[4]) / 100, "validation_accuracy_after": float(sys.argv[5]) / 100,
     "test_accuracy_before": float(sys.argv[6]) / 100, "test_accuracy_after": float(sys.argv[7]) / 100,
     "iterations": len(log), "accepted": sum(e["accepted"] for e in log), "stopped_by": sys.argv[2],
+    "rejected_without_finetuning": int(sys.argv[8]),
     "seconds": int(sys.argv[3])}, indent=1))
 EOF
 mv "$out/summary.json.tmp" "$out/summary.json"

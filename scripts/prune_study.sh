@@ -17,7 +17,7 @@
 #      of each final model.
 # Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png.
 #
-# Environment: STUDY_OUT (default out/study), LOOP_ITERATIONS (8), LOOP_EPOCHS (2: fine-tuning epochs
+# Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study), LOOP_ITERATIONS (8), LOOP_EPOCHS (2: fine-tuning epochs
 # per iteration at most), SEEDS ("1 2 3"), RANKS (2).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,7 +27,8 @@ iterations=${LOOP_ITERATIONS:-8}
 epochs=${LOOP_EPOCHS:-2}
 seeds=${SEEDS:-1 2 3}
 ranks=${RANKS:-2}
-bin=build/tools
+bin=${HPCNN_BIN:-build/tools}
+export HPCNN_BIN=$bin  # prune_loop.sh uses the same tools
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(cnn resnet20)
 launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
