@@ -440,3 +440,31 @@ def test_truncated_corrupt_and_empty_inputs(tmp_path):
     assert (tmp_path / "trained.onnx").stat() == before and (tmp_path / "metrics.jsonl").read_text() == lines
     ok(dist_train("--config", cfg, "-f"))
     assert (tmp_path / "trained.onnx").stat().st_ino != before.st_ino  # replaced (atomically: a new file)
+
+
+def test_fine_tune_preset_and_validation_split(tmp_path):
+    """--fine-tune: a tenth of lr.base, no warm-up, no Final Polishing, flags still override; a
+    validation split is held out, evaluated each epoch, and ends the run early when asked."""
+    cfg = config(tmp_path, epochs=3, final_polish_epochs=1)
+    def printed(*args):
+        p = dist_train("--config", cfg, *args, "--print-config")
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+    merged = printed("--fine-tune")
+    assert merged["lr"]["base"] == pytest.approx(0.005) and merged["lr"]["warmup_epochs"] == 0
+    assert merged["final_polish_epochs"] == 0
+    assert printed("--fine-tune", "--lr", "0.02")["lr"]["base"] == 0.02
+    # Training holds out the last 2,000 images; a goal of 1% validation accuracy is met after epoch 1.
+    s = ok(dist_train("--config", cfg, "--model", tmp_path / "tiny.onnx", "--fine-tune",
+                      "--set", "data.validation_samples=2000", "--set", "stop_at_validation_accuracy=0.01"))
+    assert s["stopped_early"] and s["epochs_run"] == 1 and 0.01 < s["validation_accuracy"] <= 1
+    lines = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    assert len(lines) == 1 and "validation_accuracy" in lines[0]
+    e = ok(dist_train("--config", cfg, "--set", "data.validation_samples=2000", "--evaluate", tmp_path / "trained.onnx",
+                      "--split", "validation"))
+    assert e["samples"] == 2000 and e["validation_accuracy"] == pytest.approx(s["validation_accuracy"])
+    # Bad combinations are usage errors.
+    for args in (["--set", "stop_at_validation_accuracy=0.5"], ["--set", "data.validation_samples=-1"],
+                 ["--set", "data.validation_samples=60000", "-f"], ["--split", "validation"]):
+        p = dist_train("--config", cfg, *args)
+        assert p.returncode == 1, (args, p.stderr)

@@ -16,10 +16,10 @@ from test_dist_train import FM, config, fashion_mnist, tiny_cnn  # noqa: F401 (t
 LOOP = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "prune_loop.sh")
 
 
-def loop(tmp, *args):
+def loop(tmp, *args, iterations=1):
     cfg = config(tmp, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
     p = subprocess.run(["bash", LOOP, tmp / "tiny.onnx", "--config", cfg, "--out", tmp / "loop", "--ranks", "1",
-                        "--iterations", "1", "--finetune-epochs", "1", "--batches", "2", "--validation", "500",
+                        "--iterations", str(iterations), "--finetune-epochs", "1", "--batches", "2", "--validation", "500",
                         *map(str, args)],
                        capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, HPCNN_BIN=H.BIN_DIR, OMP_NUM_THREADS="1"))
@@ -64,6 +64,21 @@ def test_rejected_iteration(tmp_path):
         np.testing.assert_array_equal(final[k], original[k])
     assert summary["params_after"] == summary["params_before"]
     assert summary["accepted"] == 0
+
+
+def test_rejections_shrink_the_bound_and_never_retrain_a_rejected_candidate(tmp_path):
+    """Three rejected iterations: U shrinks each time (by at least half); a candidate equal to one
+    already rejected is not fine-tuned again (those steps are counted apart), so the fine-tuned
+    candidates all differ."""
+    log, summary, _, out = loop(tmp_path, "--accuracy-drop", -100, iterations=3)
+    assert [e["accepted"] for e in log] == [False] * len(log) and 1 <= len(log) <= 3
+    for a, b in zip(log, log[1:]):
+        assert b["upper_bound"] <= 0.5 * a["upper_bound"] * (1 + 1e-12)
+        assert a["kept_channels"] != b["kept_channels"]
+    kept = [json.dumps(e["kept_channels"], sort_keys=True) for e in log]
+    assert len(set(kept)) == len(kept)
+    assert summary["rejected_without_finetuning"] >= 0
+    assert summary["iterations"] == len(log)
 
 
 def test_bad_arguments(tmp_path):

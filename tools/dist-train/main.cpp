@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   std::string config, resume, evaluate, model, output, metrics, checkpoint, split = "test";
   int epochs = 0, batch = 0, threads = -1;
   double lr = 0;
-  bool print_config = false, force = false;
+  bool print_config = false, force = false, fine_tune = false;
   std::vector<std::string> sets;
   return hpcnn::tool::run_tool(
       {.name = "dist-train",
@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
         app.add_option("--metrics", metrics, "Override 'metrics': JSON lines, one per epoch");
         app.add_option("--checkpoint", checkpoint, "Override 'checkpoint.path'");
         app.add_option("--set", sets, "Override any key: --set optimizer.type=lars (repeatable; value as JSON or a string)");
+        app.add_flag("--fine-tune", fine_tune,
+                     "Fine-tuning preset (of a pruned --model): a tenth of the configuration's lr.base, no warm-up,\n"
+                     "no Final Polishing; --lr and --set still override it");
         app.add_flag("--print-config", print_config, "Print the merged configuration as JSON and exit");
         app.add_option("--resume", resume, "Resume from this checkpoint (also with another number of ranks)");
         app.add_option("--evaluate", evaluate, "Report the test accuracy and loss of this ONNX model, without training");
@@ -95,6 +98,13 @@ int main(int argc, char** argv) {
         }
         if (split != "test" && evaluate.empty()) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--split goes with --evaluate MODEL");
         if (!evaluate.empty() && model.empty()) overrides.emplace_back("model", str(evaluate));
+        if (fine_tune) {  // the preset goes before the flags, so that they override it
+          const hpcnn::train::TrainConfig file = hpcnn::train::load_config(config, overrides);
+          const double base = file.merged["lr"]["base"].get<double>();
+          overrides.insert(overrides.begin(), {{"lr.base", nlohmann::json(base / 10).dump()},
+                                               {"lr.warmup_epochs", "0"},
+                                               {"final_polish_epochs", "0"}});
+        }
         const hpcnn::train::TrainConfig cfg = hpcnn::train::load_config(config, overrides);
         if (print_config) {
           if (comm->rank() == 0) std::cout << cfg.merged.dump(2) << std::endl;

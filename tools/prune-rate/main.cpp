@@ -1,7 +1,9 @@
 // prune-rate: automatic per-layer structured pruning rates from the L1 pruning error
 // (Sakai et al., ICPR 2022); writes the physically smaller ONNX model with -o.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -22,13 +24,28 @@ namespace {
 using hpcnn::ErrorKind;
 using hpcnn::throw_error;
 
+// Data flags on the command line, or a process started by an MPI launcher (Open MPI, MPICH/PMI, PMIx).
+bool uses_mpi(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    for (const char* flag : {"--config", "--data"})
+      if (a == flag || a.rfind(std::string(flag) + "=", 0) == 0) return true;
+  }
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Under mpirun the data-driven measurement is split over the ranks; rank 0 does the rest.
+  // Under mpirun the data-driven measurement is split over the ranks; rank 0 does the rest. MPI is
+  // initialised only for data-driven thresholds or under a launcher: a plain run stays a plain
+  // process (Open MPI would, e.g., print its own report when ONNX's shape inference crashes in
+  // the child process that contains it).
   std::unique_ptr<hpcnn::dist::Communicator> comm;
   try {
-    comm = hpcnn::dist::make_communicator(&argc, &argv);
+    comm = uses_mpi(argc, argv) ? hpcnn::dist::make_communicator(&argc, &argv) : hpcnn::dist::make_single_communicator();
   } catch (const hpcnn::Error& e) {
     std::cerr << "prune-rate: error: " << e.what() << "\n";
     return e.exit_code();
