@@ -17,14 +17,16 @@
 #      of each final model.
 # Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png.
 #
-# Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study), LOOP_ITERATIONS (8), LOOP_EPOCHS (2: fine-tuning epochs
-# per iteration at most), SEEDS ("1 2 3"), RANKS (2).
+# Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study),
+# LOOP_ITERATIONS (12), LOOP_EPOCHS (4: fine-tuning epochs per iteration at most; the first epoch
+# above the goal ends it), LOOP_DROP (0.2: allowed validation-accuracy drop in points), SEEDS
+# ("1 2 3"), RANKS (2). Per-model overrides: LOOP_ITERATIONS_<model>, LOOP_EPOCHS_<model>
+# (e.g. LOOP_EPOCHS_resnet20=3).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 out=${STUDY_OUT:-out/study}
-iterations=${LOOP_ITERATIONS:-8}
-epochs=${LOOP_EPOCHS:-2}
+drop=${LOOP_DROP:-0.2}
 seeds=${SEEDS:-1 2 3}
 ranks=${RANKS:-2}
 bin=${HPCNN_BIN:-build/tools}
@@ -48,6 +50,9 @@ for m in "${models[@]}"; do
   esac
   dir=$out/$m
   mkdir -p "$dir"
+  v=LOOP_ITERATIONS_$m; iterations=${!v:-${LOOP_ITERATIONS:-12}}
+  v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-4}}
+  echo "{\"iterations\": $iterations, \"finetune_epochs\": $epochs, \"accuracy_drop\": $drop, \"seeds\": \"$seeds\", \"ranks\": $ranks}" > "$dir/settings.json"
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
     t=$SECONDS
@@ -60,7 +65,7 @@ for m in "${models[@]}"; do
     if [ ! -f "$dir/loop-s$s/summary.json" ]; then
       log "$m: pruning loop, seed $s"
       bash scripts/prune_loop.sh "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f --seed "$s" \
-        --iterations "$iterations" --finetune-epochs "$epochs" --finetune-lr "$lr" --ranks "$ranks" > /dev/null
+        --iterations "$iterations" --finetune-epochs "$epochs" --finetune-lr "$lr" --accuracy-drop "$drop" --ranks "$ranks" > /dev/null
     fi
     u=$dir/uniform-s$s
     if [ ! -f "$u/summary.json" ]; then

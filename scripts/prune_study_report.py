@@ -73,6 +73,10 @@ def main(out):
     for r in rows:
         lines.append(f"| {r['model']} | {r['method']} | {r['params']} | {r['macs']} | {r['speed']} | {r['acc']} | "
                      f"{r['iterations']} | {r['epochs']} | {r['wall']} | {r['seeds']} |")
+    for model in fig_data:
+        settings = os.path.join(out, model, "settings.json")
+        if os.path.exists(settings):
+            lines.append(f"\n{NAMES[model]} loop settings: {open(settings).read().strip()}")
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
