@@ -34,6 +34,7 @@ GRAPH = {
     "ops": ["tensor"],
     "nn": ["ops", "onnx"],
     "prune": ["onnx"],
+    "fcl": ["onnx"],
     "data": ["core", "tensor", "huffman"],
     "train": ["nn", "data", "dist", "onnx"],
 }

@@ -95,46 +95,11 @@ Costs count_costs(const onnxu::GraphView& view, const onnxu::ShapeMap& shapes, c
     double& f = factor.emplace(s.value, 1.0).first->second;
     if (!s.ids.empty()) f *= static_cast<double>(k) / static_cast<double>(s.ids.size());
   }
-  auto numel_after = [&](const std::string& name, const onnxu::Dims& dims) {
+  return onnxu::count_costs(view, shapes, [&](const std::string& name, const onnxu::Dims& dims) {
     auto it = factor.find(name);
     const double n = static_cast<double>(onnxu::numel(dims));
     return static_cast<int64_t>(std::llround(it == factor.end() ? n : n * it->second));
-  };
-  auto dim_or_1 = [&](const std::string& v, int axis) -> int64_t {
-    auto it = shapes.find(v);
-    if (it == shapes.end() || axis >= static_cast<int>(it->second.size()) || it->second[axis] < 0) return 1;
-    return it->second[axis];
-  };
-  Costs c;
-  for (const auto& t : view.graph().initializer())
-    if (onnxu::is_floating(t.data_type())) c.params += numel_after(t.name(), onnxu::dims_of(t));
-  for (int n = 0; n < view.node_count(); ++n) {
-    const auto& nd = view.node(n);
-    if ((nd.op_type() == "Constant" || nd.op_type() == "ConstantOfShape") && nd.output_size()) {
-      auto ref = onnxu::find_constant(view, nd.output(0));
-      if (ref && onnxu::is_floating(ref->dtype)) c.params += numel_after(ref->name, ref->dims);
-    }
-    const std::string& op = nd.op_type();
-    if ((op != "Conv" && op != "Gemm" && op != "MatMul") || nd.input_size() < 2) continue;
-    auto w = onnxu::find_constant(view, nd.input(1));
-    if (!w) continue;
-    const int64_t wn = numel_after(w->name, w->dims);
-    int64_t rows = 1;
-    if (op == "Conv") {
-      auto it = shapes.find(nd.output(0));
-      if (it != shapes.end())
-        for (size_t i = 0; i < it->second.size(); ++i)
-          if (i != 1) rows *= dim_or_1(nd.output(0), static_cast<int>(i));
-    } else if (op == "Gemm") {
-      rows = dim_or_1(nd.input(0), onnxu::attr_int(nd, "transA", 0) ? 1 : 0);
-    } else {
-      auto it = shapes.find(nd.output(0));
-      if (it != shapes.end())
-        for (size_t i = 0; i + 1 < it->second.size(); ++i) rows *= dim_or_1(nd.output(0), static_cast<int>(i));
-    }
-    c.macs += rows * wn;
-  }
-  return c;
+  });
 }
 
 }  // namespace hpcnn::prune

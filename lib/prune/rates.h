@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "onnx/costs.h"
 #include "prune/channel_graph.h"
 
 namespace hpcnn::prune {
@@ -47,11 +48,7 @@ GroupDecision uniform_rate(const Group& g, double rate);
 // kept[root id] for every channel id's class, from per-group decisions.
 std::vector<char> kept_classes(const ChannelGraph& cg, const std::vector<GroupDecision>& decisions);
 
-struct Costs {
-  int64_t params = 0;  // elements of floating-point constant tensors (weights, biases, BN parameters)
-  int64_t macs = 0;    // multiply-accumulates of Conv, Gemm and MatMul with constant weights,
-                       // for one forward pass at the model's input shape (symbolic dims as 1)
-};
+using Costs = onnxu::Costs;
 
 // Costs of the model after applying `kept` (all ones: the original model).
 Costs count_costs(const onnxu::GraphView& view, const onnxu::ShapeMap& shapes, const ChannelGraph& cg,

@@ -1,0 +1,61 @@
+// hpcnn fcl: the sparsify-fcl job: replaces the first fully connected layer after the last
+// convolution with a structured sparse one (Matsumura, Ito, Nakano, Kasagi, Tabaru, "A novel
+// structured sparse fully connected layer in convolutional neural networks", CCPE 2021,
+// doi 10.1002/cpe.6213). We could not read the paper's full text: the layer shapes below are our
+// reading of its arithmetic (README.md, "sparsify-fcl").
+//
+// The pattern: X [N, C, H, W] (produced by a Conv, through BatchNormalization / activations /
+// pooling) -> Flatten (axis 1) or Reshape to [N, C*H*W] -> (Dropout / Identity)* -> Gemm (transA 0)
+// or MatMul with a constant FLOAT weight of C*H*W inputs and O outputs. The last such pattern in
+// topological order is taken, or the one whose FC node is named by `layer`.
+// The rewrite, in standard ONNX operators (any runtime runs the result):
+//   channel: X -> Conv 1x1 (C -> c', weight [c', C, 1, 1], bias [c']) -> Flatten/Reshape
+//            (a target naming C*H*W becomes c'*H*W) -> ... -> the FC with weight [O, c'*H*W]
+//   spatial: X -> Conv HxW with group C (C -> C*k, weight [C*k, 1, H, W], bias [C*k]) -> Flatten/
+//            Reshape ([N, C*k]) -> ... -> the FC with weight [O, C*k]
+// initialised from the dense weight (fcl/factorize.h). Every other node, initializer and
+// attribute stays as it was (as protobuf messages); the FC's weight keeps its name and layout
+// (transB as before); the new nodes' and initializers' names are fresh; value_info entries of the
+// values whose shapes change are dropped.
+//
+// Errors: ErrorKind::unsupported when no pattern is found (or the named layer is not one,
+// saying why); ErrorKind::usage for a rank outside [1, C) ([1, H*W) spatial) unless
+// allow_full_rank, or a compression no rank reaches; model errors as onnx/model.h.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "fcl/factorize.h"
+#include "onnx/model.h"
+
+namespace hpcnn::fcl {
+
+enum class Structure { channel, spatial };
+
+struct SparsifyOptions {
+  std::filesystem::path model;
+  std::optional<std::filesystem::path> output;
+  std::optional<int64_t> channels;       // c' (channel structure)
+  std::optional<double> compression;     // dense layer parameters / replacement parameters (> 1)
+  std::optional<std::string> layer;      // the FC node's name (or its output's)
+  Structure structure = Structure::channel;
+  std::optional<int64_t> spatial_width;  // k outputs per channel (spatial structure)
+  Init init = Init::svd;
+  uint64_t seed = 1;                     // random init
+  bool allow_full_rank = false;
+  onnxu::ExternalData external_data = onnxu::ExternalData::automatic;
+  bool overwrite = false;
+};
+
+// Checks the option combination. ErrorKind::usage.
+void validate_options(const SparsifyOptions& options);
+
+// Runs the job; returns the report (fields in README.md).
+nlohmann::ordered_json run_sparsify(const SparsifyOptions& options);
+
+}  // namespace hpcnn::fcl

@@ -1,0 +1,27 @@
+// hpcnn onnx: the cost of a model as the compression tools report it (prune-rate, sparsify-fcl):
+// parameters and multiply-accumulates.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "onnx/graph.h"
+#include "onnx/shapes.h"
+
+namespace hpcnn::onnxu {
+
+struct Costs {
+  int64_t params = 0;  // elements of floating-point constant tensors (weights, biases, BN parameters)
+  int64_t macs = 0;    // multiply-accumulates of Conv, Gemm and MatMul with constant weights,
+                       // for one forward pass at the model's input shape (symbolic dims as 1)
+};
+
+// Costs of the graph, with each constant counted as numel_after(name, dims) elements (a tool's
+// planned change; numel(dims) for the model as it is). `shapes` from infer_shapes().
+Costs count_costs(const GraphView& view, const ShapeMap& shapes,
+                  const std::function<int64_t(const std::string& name, const Dims& dims)>& numel_after);
+// The model as it is.
+Costs count_costs(const GraphView& view, const ShapeMap& shapes);
+
+}  // namespace hpcnn::onnxu

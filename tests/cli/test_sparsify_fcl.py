@@ -1,0 +1,240 @@
+"""sparsify-fcl (Matsumura et al., CCPE 2021) on small hand-built models: the rewrite checked with
+onnx.checker and onnxruntime, the factors against NumPy's SVD, the untouched nodes and initializers
+compared as protobuf messages, the engine against onnxruntime, and bad inputs."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from hpcnn_test import Builder, count_params, ort_run, run, tool, weights_of
+
+C, H, W, O = 8, 3, 3, 10
+
+
+def model(fc="gemm_t", flatten="flatten", dropout=True, seed=21):
+    """Conv(3->8) -> BN -> Relu -> MaxPool -> [8, 3, 3] -> flatten -> (Dropout) -> FC(72 -> 10) -> Relu -> Gemm(10 -> 5)."""
+    b = Builder(seed)
+    x = b.op("MaxPool", [b.op("Relu", [b.bn(b.conv("x", 3, C, name="conv"), C)])], kernel_shape=[2, 2], strides=[2, 2])
+    if flatten == "flatten":
+        x = b.op("Flatten", [x])
+    else:
+        x = b.op("Reshape", [x, b.const("flat", np.array(flatten, np.int64))])
+    if dropout:
+        x = b.op("Dropout", [x])
+    if fc == "gemm_t":
+        x = b.gemm(x, C * H * W, O, trans_b=1, name="fc1")
+    elif fc == "gemm":
+        x = b.gemm(x, C * H * W, O, trans_b=0, name="fc1")
+    else:
+        x = b.matmul(x, C * H * W, O, name="fc1")
+    x = b.op("Relu", [x])
+    return b.model(b.gemm(x, O, 5, name="fc2"), [2, 3, 6, 6])
+
+
+def dense_weight(m):
+    """W[o, c*HW + s] of fc1 as float64."""
+    w = weights_of(m)["fc1.weight"].astype(np.float64)
+    node = next(n for n in m.graph.node if n.name == "fc1")
+    trans_b = any(a.name == "transB" and a.i for a in node.attribute)
+    return w if trans_b else w.T
+
+
+def sparsify(tmp, m, *args, check=True):
+    src, dst = tmp / "m.onnx", tmp / "s.onnx"
+    onnx.save(m, src)
+    p = run("sparsify-fcl", src, "-o", dst, "-f", *args, check=check)
+    return (json.loads(p.stdout), onnx.load(dst)) if p.returncode == 0 else p
+
+
+def factors(s, structure):
+    """(reduction weight, fc1 weight as [O, F']) of the written model."""
+    w = weights_of(s)
+    red = next(n for n in s.graph.node if n.op_type == "Conv" and n.name.startswith("fc1."))
+    a = w[red.input[1]].astype(np.float64)
+    fcw = dense_weight(s)
+    return a, fcw
+
+
+@pytest.mark.parametrize("fc", ["gemm_t", "gemm", "matmul"])
+@pytest.mark.parametrize("flatten", ["flatten", [2, C * H * W], [2, -1]])
+def test_full_rank_reproduces_the_dense_model(tmp_path, fc, flatten):
+    m = model(fc, flatten)
+    report, s = sparsify(tmp_path, m, "--channels", C, "--allow-full-rank")
+    onnx.checker.check_model(s, full_check=True)
+    assert report["rank"] == C and report["init_relative_error"] < 1e-12
+    (a,), feeds = ort_run(m)
+    (b,), _ = ort_run(s, feeds)
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+
+
+def test_spatial_full_rank_reproduces_the_dense_model(tmp_path):
+    m = model()
+    report, s = sparsify(tmp_path, m, "--structure", "spatial", "--spatial-width", H * W, "--allow-full-rank")
+    onnx.checker.check_model(s, full_check=True)
+    red = next(n for n in s.graph.node if n.op_type == "Conv" and n.name.startswith("fc1."))
+    assert helper.get_attribute_value(next(a for a in red.attribute if a.name == "group")) == C
+    (a,), feeds = ort_run(m)
+    (b,), _ = ort_run(s, feeds)
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+
+
+@pytest.mark.parametrize("rank", [1, 3, 6])
+def test_channel_svd_is_the_best_rank_r_approximation(tmp_path, rank):
+    m = model()
+    report, s = sparsify(tmp_path, m, "--channels", rank)
+    Wd = dense_weight(m)
+    M = Wd.reshape(O, C, H * W).transpose(0, 2, 1).reshape(O * H * W, C)  # M[(o, s), c]
+    u, sv, vt = np.linalg.svd(M, full_matrices=False)
+    best = (u[:, :rank] * sv[:rank]) @ vt[:rank]
+    a, fcw = factors(s, "channel")
+    assert a.shape == (rank, C, 1, 1) and fcw.shape == (O, rank * H * W)
+    B = fcw.reshape(O, rank, H * W).transpose(0, 2, 1).reshape(O * H * W, rank)
+    np.testing.assert_allclose(B @ a.reshape(rank, C), best, rtol=1e-5, atol=1e-6)
+    assert report["init_relative_error"] == pytest.approx(np.sqrt((sv[rank:] ** 2).sum() / (sv ** 2).sum()), rel=1e-6)
+    # Parameters: the formula of the layer, and the model counted independently.
+    assert report["layer_params_before"] == O * C * H * W + O
+    assert report["layer_params_after"] == rank * C + rank + O * rank * H * W + O
+    assert report["params_before"] == count_params(m) and report["params_after"] == count_params(s)
+    assert report["layer_compression"] == pytest.approx(report["layer_params_before"] / report["layer_params_after"])
+
+
+def test_spatial_svd_per_channel(tmp_path):
+    k = 2
+    m = model()
+    report, s = sparsify(tmp_path, m, "--structure", "spatial", "--spatial-width", k)
+    Wd = dense_weight(m).reshape(O, C, H * W)
+    q = weights_of(s)[next(n for n in s.graph.node if n.op_type == "Conv" and n.name.startswith("fc1.")).input[1]]
+    q = q.astype(np.float64).reshape(C, k, H * W)
+    p = dense_weight(s).reshape(O, C, k)
+    err2 = 0.0
+    for c in range(C):
+        u, sv, vt = np.linalg.svd(Wd[:, c, :], full_matrices=False)
+        np.testing.assert_allclose(p[:, c, :] @ q[c], (u[:, :k] * sv[:k]) @ vt[:k], rtol=1e-5, atol=1e-6)
+        err2 += (sv[k:] ** 2).sum()
+    assert report["init_relative_error"] == pytest.approx(np.sqrt(err2 / (Wd ** 2).sum()), rel=1e-6)
+
+
+def test_other_nodes_and_initializers_are_unchanged(tmp_path):
+    m = model(flatten=[2, C * H * W])
+    _, s = sparsify(tmp_path, m, "--compression", 3)
+    new_inits = {t.name: t for t in s.graph.initializer}
+    for t in m.graph.initializer:
+        if t.name in ("fc1.weight", "flat"):
+            continue
+        assert new_inits[t.name] == t, t.name
+    assert "flat" not in new_inits  # the old flatten target had no other reader
+    new_nodes = {n.name: n for n in s.graph.node}
+    for n in m.graph.node:
+        if n.op_type == "Reshape":
+            continue  # reads the reduced output and a new target
+        assert new_nodes[n.name] == n, n.name
+    assert len(s.graph.node) == len(m.graph.node) + 1
+
+
+def test_compression_picks_the_largest_rank_that_reaches_it(tmp_path):
+    m = model()
+    dense = O * C * H * W + O
+    report, _ = sparsify(tmp_path, m, "--compression", 3)
+    r = report["rank"]
+    def sparse(r):
+        return r * C + r + O * r * H * W + O
+    assert dense / sparse(r) >= 3 and (r == C or dense / sparse(r + 1) < 3)
+
+
+def test_random_init_and_the_engine_agree_with_onnxruntime(tmp_path):
+    """The sparse model through the training engine (dist-train --evaluate) and onnxruntime: the
+    same mean cross-entropy on the same images."""
+    m = model(dropout=False)
+    _, s = sparsify(tmp_path, m, "--channels", 3, "--init", "random", "--seed", "5")
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (64, 3, 6, 6), dtype=np.uint8)
+    labels = rng.integers(0, 5, 64).astype(np.int64)
+    np.save(tmp_path / "x.npy", images)
+    np.save(tmp_path / "y.npy", labels)
+    cfg = {"model": str(tmp_path / "s.onnx"),
+           "data": {"train_images": str(tmp_path / "x.npy"), "train_labels": str(tmp_path / "y.npy"),
+                    "test_images": str(tmp_path / "x.npy"), "test_labels": str(tmp_path / "y.npy")},
+           "augmentation": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}, "eval_batch_size": 2, "threads": 1}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    p = subprocess.run([tool("dist-train"), "--config", tmp_path / "c.json", "--evaluate", tmp_path / "s.onnx"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    ours = json.loads(p.stdout.strip().splitlines()[-1])
+    x = ((images.astype(np.float32) / 255 - 0.5) / 0.25).astype(np.float32)
+    losses = []
+    for i in range(0, 64, 2):
+        (z,), _ = ort_run(s, {"x": x[i:i + 2]})
+        z = z.astype(np.float64) - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        losses += list(-logp[np.arange(2), labels[i:i + 2]])
+    assert ours["test_loss"] == pytest.approx(np.mean(losses), rel=1e-5)
+
+
+def _write(path, data):
+    path.write_bytes(data)
+    return path
+
+
+def test_bad_inputs(tmp_path):
+    m = model()
+    onnx.save(m, tmp_path / "m.onnx")
+    src = tmp_path / "m.onnx"
+    out = tmp_path / "o.onnx"
+
+    def fails(args, code, *words, model_path=src):
+        p = run("sparsify-fcl", model_path, "-o", out, *args, check=False)
+        assert p.returncode == code, (args, p.returncode, p.stderr)
+        assert p.stderr.startswith("sparsify-fcl: error: "), p.stderr
+        for w in words:
+            assert w in p.stderr, (w, p.stderr)
+        assert not out.exists()
+        assert not [f for f in os.listdir(tmp_path) if f.startswith(".o.onnx") or f.endswith(".tmp")]
+
+    fails(["--channels", C], 1, "full rank", "--allow-full-rank")
+    fails(["--channels", C + 1, "--allow-full-rank"], 1, "must lie in [1, 8]")
+    fails([], 1, "--channels")
+    fails(["--channels", 2, "--compression", 3], 1)
+    fails(["--spatial-width", 2], 1, "--structure spatial")
+    fails(["--compression", 1000], 1, "out of reach")
+    fails(["--channels", 2, "--layer", "fc2"], 4, "fc2")
+    fails(["--channels", 2, "--layer", "nope"], 4, "no node of that name")
+    # No pattern: a model without a flatten before its FC layer.
+    b = Builder(3)
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [b.op("Relu", [b.conv("x", 3, 8, name="c")])])])
+    no_fc = b.model(b.gemm(b.op("Relu", [b.gemm(g, 8, 6, name="f1")]), 6, 3, name="f2"), [1, 3, 6, 6])
+    onnx.save(no_fc, tmp_path / "gap.onnx")
+    fails(["--channels", 2], 4, "no Conv -> Flatten/Reshape -> Gemm/MatMul pattern", model_path=tmp_path / "gap.onnx")
+    # A Reshape that is not a flatten (it keeps the channel axis with a 0 entry).
+    b = Builder(4)
+    x = b.op("Relu", [b.conv("x", 3, 4, name="c")])
+    x = b.op("Reshape", [x, b.const("s", np.array([0, 4, 36], np.int64))])
+    x = b.op("Reshape", [x, b.const("s2", np.array([0, 144], np.int64))])
+    bad = b.model(b.gemm(x, 144, 3, name="fc"), [1, 3, 6, 6])
+    onnx.save(bad, tmp_path / "reshape.onnx")
+    fails(["--channels", 2], 4, "pattern", model_path=tmp_path / "reshape.onnx")
+    # Truncated, corrupted and empty model files.
+    raw = src.read_bytes()
+    fails(["--channels", 2], 2, "trunc.onnx", model_path=_write(tmp_path / "trunc.onnx", raw[: len(raw) // 2]))
+    fails(["--channels", 2], 2, "empty.onnx", model_path=_write(tmp_path / "empty.onnx", b""))
+    fails(["--channels", 2], 2, "junk.onnx", model_path=_write(tmp_path / "junk.onnx", b"\xff" * 64 + raw[64:]))
+    # External data: missing, truncated, outside the model's folder.
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    onnx.save(m, ext / "e.onnx", save_as_external_data=True, all_tensors_to_one_file=True, location="e.data",
+              size_threshold=0)
+    data = (ext / "e.data").read_bytes()
+    (ext / "e.data").write_bytes(data[: len(data) // 2])
+    fails(["--channels", 2], 2, "e.data", model_path=ext / "e.onnx")
+    (ext / "e.data").unlink()
+    fails(["--channels", 2], 3, "e.data", model_path=ext / "e.onnx")
+    em = onnx.load(ext / "e.onnx", load_external_data=False)
+    for t in em.graph.initializer:
+        for kv in t.external_data:
+            if kv.key == "location":
+                kv.value = "../outside.data"
+    onnx.save(em, ext / "out.onnx")
+    fails(["--channels", 2], 2, "'..'", model_path=ext / "out.onnx")
