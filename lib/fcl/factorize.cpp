@@ -34,6 +34,31 @@ Mat random_orthonormal_rows(int64_t rank, int64_t n, uint64_t seed) {
   return q.transpose();
 }
 
+// M[(o, s), c] = W[o, c*HW + s]
+Mat channel_matrix(const std::vector<double>& W, int64_t O, int64_t C, int64_t HW) {
+  Mat M(O * HW, C);
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < HW; ++s) M(o * HW + s, c) = W[static_cast<size_t>(o * C * HW + c * HW + s)];
+  return M;
+}
+
+// Sigma^(1/2) and the regularised Sigma^(-1/2).
+std::pair<Mat, Mat> sqrt_and_inverse_sqrt(const std::vector<double>& sigma, int64_t C) {
+  if (static_cast<int64_t>(sigma.size()) != C * C)
+    throw_error(ErrorKind::usage, "the input second moment has " + std::to_string(sigma.size()) + " entries, not " +
+                                      std::to_string(C * C));
+  const Mat S = Eigen::Map<const Mat>(sigma.data(), C, C);
+  Eigen::SelfAdjointEigenSolver<Mat> es(S);
+  if (es.info() != Eigen::Success) throw_error(ErrorKind::unsupported, "the eigendecomposition of the input second moment failed");
+  const Eigen::VectorXd lambda = es.eigenvalues().cwiseMax(0.0);
+  const double floor = std::max(lambda.maxCoeff(), 1e-300) * 1e-6;
+  const Mat& Q = es.eigenvectors();
+  const Mat root = Q * lambda.cwiseSqrt().asDiagonal() * Q.transpose();
+  const Mat inv_root = Q * lambda.cwiseMax(floor).cwiseSqrt().cwiseInverse().asDiagonal() * Q.transpose();
+  return {root, inv_root};
+}
+
 void check_rank(int64_t rank, int64_t max, const char* what) {
   if (rank < 1 || rank > max)
     throw_error(ErrorKind::usage, std::string(what) + " " + std::to_string(rank) + " must lie in [1, " + std::to_string(max) + "]");
@@ -42,15 +67,21 @@ void check_rank(int64_t rank, int64_t max, const char* what) {
 }  // namespace
 
 ChannelFactors factor_channels(const std::vector<double>& W, int64_t O, int64_t C, int64_t HW, int64_t rank, Init init,
-                               uint64_t seed) {
+                               uint64_t seed, const std::vector<double>* sigma) {
   check_rank(rank, C, "the channel count c'");
-  // M[(o, s), c] = W[o, c*HW + s]
-  Mat M(O * HW, C);
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t s = 0; s < HW; ++s) M(o * HW + s, c) = W[static_cast<size_t>(o * C * HW + c * HW + s)];
-  const Mat A = init == Init::svd ? top_eigenvectors(M.transpose() * M, rank) : random_orthonormal_rows(rank, C, seed);
-  const Mat MV = M * A.transpose();  // [(o, s), k]
+  const Mat M = channel_matrix(W, O, C, HW);
+  Mat A, MV;  // A [k, c]; MV = B as [(o, s), k]
+  if (init == Init::data) {
+    if (!sigma) throw_error(ErrorKind::usage, "the data initialisation needs the input channels' second moment");
+    const auto [root, inv_root] = sqrt_and_inverse_sqrt(*sigma, C);
+    const Mat Mw = M * root;
+    const Mat V = top_eigenvectors(Mw.transpose() * Mw, rank);  // [k, c]
+    A = V * inv_root;
+    MV = Mw * V.transpose();
+  } else {
+    A = init == Init::svd ? top_eigenvectors(M.transpose() * M, rank) : random_orthonormal_rows(rank, C, seed);
+    MV = M * A.transpose();
+  }
   ChannelFactors f;
   f.A.assign(A.data(), A.data() + A.size());
   f.B.resize(static_cast<size_t>(O * rank * HW));
@@ -63,6 +94,7 @@ ChannelFactors factor_channels(const std::vector<double>& W, int64_t O, int64_t 
 SpatialFactors factor_spatial(const std::vector<double>& W, int64_t O, int64_t C, int64_t HW, int64_t k, Init init,
                               uint64_t seed) {
   check_rank(k, HW, "the outputs per channel k");
+  if (init == Init::data) throw_error(ErrorKind::usage, "the data initialisation is for the channel structure");
   SpatialFactors f;
   f.Q.resize(static_cast<size_t>(C * k * HW));
   f.P.resize(static_cast<size_t>(O * C * k));
@@ -111,6 +143,19 @@ double relative_error(const std::vector<double>& W, const std::vector<double>& a
     den += W[i] * W[i];
   }
   return den > 0 ? std::sqrt(num / den) : 0.0;
+}
+
+}  // namespace hpcnn::fcl
+
+namespace hpcnn::fcl {
+
+double relative_output_error(const std::vector<double>& W, const std::vector<double>& approx, int64_t O, int64_t C,
+                             int64_t HW, const std::vector<double>& sigma) {
+  const Mat root = sqrt_and_inverse_sqrt(sigma, C).first;
+  const Mat M = channel_matrix(W, O, C, HW) * root;
+  const Mat D = M - channel_matrix(approx, O, C, HW) * root;
+  const double den = M.norm();
+  return den > 0 ? D.norm() / den : 0.0;
 }
 
 }  // namespace hpcnn::fcl

@@ -18,6 +18,14 @@
 // W[o, c*HW + s] ~ sum_j P[o, c*k + j] * Q[c*k + j, s]. svd: per channel c the rank-k truncated
 // SVD of the O x HW block W_c = W[:, c*HW : (c+1)*HW], Q_c = V_k^T and P_c = W_c V_k.
 //
+// data (channel structure): with Sigma the C x C second moment of the layer's input channels over
+// positions and samples (train/channel_moments.h), the expected output error
+// E||(W - W') x||^2 = ||(M - M') Sigma^(1/2)||_F^2 when the positions are treated as uncorrelated
+// (an approximation: neighbouring positions are correlated in practice) is minimised by the
+// truncated SVD of M Sigma^(1/2): V_r its top right singular vectors, A = V_r^T Sigma^(-1/2),
+// B = M Sigma^(1/2) V_r. Sigma^(-1/2) is regularised: eigenvalues below 1e-6 of the largest (dead
+// channels) are raised to it.
+//
 // random: A (or Q) with orthonormal rows drawn from a seeded Gaussian, and B (or P) its least
 // squares fit (B = M A^T in that case): a data-free start that still keeps the layer's scale.
 //
@@ -40,11 +48,12 @@ struct SpatialFactors {
   std::vector<double> P;  // [O, C*k]
 };
 
-enum class Init { svd, random };
+enum class Init { svd, data, random };
 
 // W: [O, C*HW].
+// `sigma` ([C, C], symmetric positive semi-definite) is required by Init::data (ErrorKind::usage otherwise).
 ChannelFactors factor_channels(const std::vector<double>& W, int64_t O, int64_t C, int64_t HW, int64_t rank, Init init,
-                               uint64_t seed = 1);
+                               uint64_t seed = 1, const std::vector<double>* sigma = nullptr);
 SpatialFactors factor_spatial(const std::vector<double>& W, int64_t O, int64_t C, int64_t HW, int64_t k, Init init,
                               uint64_t seed = 1);
 
@@ -54,5 +63,9 @@ std::vector<double> compose(const SpatialFactors& f, int64_t O, int64_t C, int64
 
 // ||W - W'||_F / ||W||_F (0 for W = 0).
 double relative_error(const std::vector<double>& W, const std::vector<double>& approx);
+// The expected relative output error of W' for inputs of channel second moment sigma (positions
+// uncorrelated): ||(M - M') Sigma^(1/2)||_F / ||M Sigma^(1/2)||_F, M as above.
+double relative_output_error(const std::vector<double>& W, const std::vector<double>& approx, int64_t O, int64_t C,
+                             int64_t HW, const std::vector<double>& sigma);
 
 }  // namespace hpcnn::fcl

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "onnx/costs.h"
@@ -242,6 +243,7 @@ void validate_options(const SparsifyOptions& o) {
     throw_error(ErrorKind::usage, "--compression must be a number > 1 (dense parameters / sparse parameters)");
   if (o.channels && *o.channels < 1) throw_error(ErrorKind::usage, "--channels must be >= 1");
   if (o.spatial_width && *o.spatial_width < 1) throw_error(ErrorKind::usage, "--spatial-width must be >= 1");
+  if (o.init == Init::data && !channel) throw_error(ErrorKind::usage, "--init data is for the channel structure");
 }
 
 json run_sparsify(const SparsifyOptions& o) {
@@ -263,8 +265,14 @@ json run_sparsify(const SparsifyOptions& o) {
     std::vector<double> reduce_w, fc_w, approx;
     Dims reduce_dims;
     int64_t reduced_features = 0;
+    std::vector<double> sigma;
+    json data_info;
+    if (o.init == Init::data) {
+      if (!o.input_moment) throw_error(ErrorKind::usage, "--init data needs training data (--config or --data)");
+      std::tie(sigma, data_info) = o.input_moment(s.x, s.C);
+    }
     if (o.structure == Structure::channel) {
-      ChannelFactors f = factor_channels(W, s.O, s.C, HW, r, o.init, o.seed);
+      ChannelFactors f = factor_channels(W, s.O, s.C, HW, r, o.init, o.seed, sigma.empty() ? nullptr : &sigma);
       approx = compose(f, s.O, s.C, HW, r);
       reduce_w = std::move(f.A);
       fc_w = std::move(f.B);
@@ -279,6 +287,7 @@ json run_sparsify(const SparsifyOptions& o) {
       reduced_features = s.C * r;
     }
     const double init_error = relative_error(W, approx);
+    const double output_error = sigma.empty() ? -1.0 : relative_output_error(W, approx, s.O, s.C, HW, sigma);
 
     // The reduction Conv before the flatten.
     const std::string base = fc_name + (o.structure == Structure::channel ? ".channel_reduction" : ".spatial_reduction");
@@ -374,7 +383,7 @@ json run_sparsify(const SparsifyOptions& o) {
                          {"channels", s.C}, {"height", s.H}, {"width", s.W}, {"outputs", s.O}}},
               {"structure", o.structure == Structure::channel ? "channel" : "spatial"},
               {"rank", r},
-              {"init", o.init == Init::svd ? "svd" : "random"},
+              {"init", o.init == Init::svd ? "svd" : o.init == Init::data ? "data" : "random"},
               {"init_relative_error", init_error},
               {"layer_params_before", layer_before}, {"layer_params_after", layer_after},
               {"layer_compression", ratio(layer_before, layer_after)},
@@ -383,6 +392,10 @@ json run_sparsify(const SparsifyOptions& o) {
               {"params_before", before.params}, {"params_after", after.params},
               {"model_compression", ratio(before.params, after.params)},
               {"macs_before", before.macs}, {"macs_after", after.macs}};
+    if (!sigma.empty()) {
+      report["init_relative_output_error"] = output_error;
+      report["data"] = data_info;
+    }
     spdlog::info("layer '{}': {} -> {} parameters ({:.2f}x), model {} -> {} ({:.2f}x); init relative error {:.4g}", fc_name,
                  layer_before, layer_after, ratio(layer_before, layer_after), before.params, after.params,
                  ratio(before.params, after.params), init_error);

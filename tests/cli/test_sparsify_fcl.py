@@ -238,3 +238,50 @@ def test_bad_inputs(tmp_path):
                 kv.value = "../outside.data"
     onnx.save(em, ext / "out.onnx")
     fails(["--channels", 2], 2, "'..'", model_path=ext / "out.onnx")
+
+
+def test_data_init_against_numpy(tmp_path):
+    """--init data: A = V_r^T Sigma^-1/2 and B = M Sigma^1/2 V_r from the SVD of M Sigma^1/2, Sigma the
+    second moment of the flatten's input channels over positions and samples (here from onnxruntime),
+    with eigenvalues below 1e-6 of the largest raised to it in Sigma^-1/2."""
+    m = model(dropout=False)
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (40, 3, 6, 6), dtype=np.uint8)
+    np.save(tmp_path / "x.npy", images)
+    np.save(tmp_path / "y.npy", rng.integers(0, 5, 40).astype(np.int64))
+    rank = 3
+    report, s = sparsify(tmp_path, m, "--channels", rank, "--init", "data", "--data", tmp_path / "x.npy", "--labels",
+                         tmp_path / "y.npy", "--mean", "0.5", "--std", "0.25", "--batches", 3, "--batch-size", 8)
+    assert report["data"]["samples"] == 24 and report["data"]["batches"] == 3
+    # Sigma from onnxruntime: the flatten's input as an extra output.
+    flat = next(n for n in m.graph.node if n.op_type == "Flatten")
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    probe.graph.output.append(helper.make_tensor_value_info(flat.input[0], onnx.TensorProto.FLOAT, None))
+    x = ((images[:24].astype(np.float32) / 255 - 0.5) / 0.25).astype(np.float32)
+    acts = np.concatenate([ort_run(probe, {"x": x[i:i + 2]})[0][1] for i in range(0, 24, 2)]).astype(np.float64)
+    X = acts.transpose(1, 0, 2, 3).reshape(C, -1)
+    sigma = X @ X.T / X.shape[1]
+    lam, q = np.linalg.eigh(sigma)
+    lam = np.maximum(lam, 0)
+    root = q @ np.diag(np.sqrt(lam)) @ q.T
+    inv_root = q @ np.diag(1 / np.sqrt(np.maximum(lam, lam.max() * 1e-6))) @ q.T
+    M = dense_weight(m).reshape(O, C, H * W).transpose(0, 2, 1).reshape(O * H * W, C)
+    _, _, vt = np.linalg.svd(M @ root, full_matrices=False)
+    expected = M @ root @ vt[:rank].T @ vt[:rank] @ inv_root
+    a, fcw = factors(s, "channel")
+    B = fcw.reshape(O, rank, H * W).transpose(0, 2, 1).reshape(O * H * W, rank)
+    got = B @ a.reshape(rank, C)
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * np.abs(expected).max())
+    out_err = np.linalg.norm((M - expected) @ root) / np.linalg.norm(M @ root)
+    assert report["init_relative_output_error"] == pytest.approx(out_err, rel=1e-3)
+    # Its expected output error is at most the weight-optimal SVD's under the same Sigma.
+    u, sv, vt2 = np.linalg.svd(M, full_matrices=False)
+    svd_best = (u[:, :rank] * sv[:rank]) @ vt2[:rank]
+    assert out_err <= np.linalg.norm((M - svd_best) @ root) / np.linalg.norm(M @ root) + 1e-9
+    # The data options go with --init data only.
+    p = run("sparsify-fcl", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx", "--channels", 2, "--init", "data", check=False)
+    assert p.returncode == 1 and "needs training data" in p.stderr
+    p = run("sparsify-fcl", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx", "--channels", 2, "--data", tmp_path / "x.npy",
+            "--mean", "0.5", "--std", "0.25", check=False)
+    assert p.returncode == 1 and "--init data" in p.stderr

@@ -2,11 +2,18 @@
 // structured sparse one (Matsumura et al., CCPE 2021), initialised from the dense weights.
 #include <iostream>
 
+#include <spdlog/spdlog.h>
+
+#include "common/data_options.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "data/source.h"
+#include "dist/communicator.h"
 #include "fcl/sparse_fcl.h"
+#include "onnx/model.h"
+#include "train/channel_moments.h"
 
 int main(int argc, char** argv) {
   std::string model, output, report_file, layer, structure = "channel", init = "svd", external = "auto";
@@ -14,6 +21,8 @@ int main(int argc, char** argv) {
   double compression = 0;
   uint64_t seed = 1;
   bool allow_full_rank = false, force = false;
+  hpcnn::tool::DataOptions data;
+  int64_t batches = 100, batch_size = 128;
   CLI::Option *opt_channels = nullptr, *opt_width = nullptr, *opt_compression = nullptr, *opt_layer = nullptr;
   return hpcnn::tool::run_tool(
       {.name = "sparsify-fcl",
@@ -34,8 +43,13 @@ int main(int argc, char** argv) {
         app.add_option("--structure", structure, "channel (1x1 reduction, default) or spatial (per-channel FC over positions)")
             ->check(CLI::IsMember({"channel", "spatial"}));
         opt_width = app.add_option("--spatial-width", width, "k, outputs per channel (spatial structure)");
-        app.add_option("--init", init, "Initialisation: svd (truncated SVD of the dense weight, default) or random")
-            ->check(CLI::IsMember({"svd", "random"}));
+        app.add_option("--init", init,
+                       "Initialisation: svd (truncated SVD of the dense weight, default), data (weighted by the\n"
+                       "input channels' second moment on training data: --config or --data), or random")
+            ->check(CLI::IsMember({"svd", "data", "random"}));
+        hpcnn::tool::add_data_options(app, data);
+        app.add_option("--batches", batches, "Batches of --init data (default 100)")->check(CLI::PositiveNumber)->group("Training data");
+        app.add_option("--batch-size", batch_size, "Samples per batch (default 128)")->check(CLI::PositiveNumber)->group("Training data");
         app.add_option("--seed", seed, "Seed of --init random (default 1)");
         app.add_flag("--allow-full-rank", allow_full_rank, "Permit C' = C (k = H*W): no compression, e.g. to check the rewrite");
         app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
@@ -54,7 +68,34 @@ int main(int argc, char** argv) {
         if (opt_compression->count()) o.compression = compression;
         if (opt_layer->count()) o.layer = layer;
         o.structure = structure == "spatial" ? hpcnn::fcl::Structure::spatial : hpcnn::fcl::Structure::channel;
-        o.init = init == "random" ? hpcnn::fcl::Init::random : hpcnn::fcl::Init::svd;
+        o.init = init == "random" ? hpcnn::fcl::Init::random : init == "data" ? hpcnn::fcl::Init::data : hpcnn::fcl::Init::svd;
+        const bool data_given = !data.config.empty() || !data.images.empty() || !data.labels.empty() || !data.mean.empty() ||
+                                !data.std.empty();
+        if (data_given != (o.init == hpcnn::fcl::Init::data))
+          hpcnn::throw_error(hpcnn::ErrorKind::usage, data_given ? "training data go with --init data"
+                                                                 : "--init data needs training data: --config TRAIN.json or --data ...");
+        hpcnn::tool::TrainingData td;
+        if (data_given) {
+          td = hpcnn::tool::resolve_data_options(data);
+          o.input_moment = [&](const std::string& value, int64_t) {
+            hpcnn::data::DataFiles files;
+            files.images = {td.images};
+            if (!td.labels.empty()) files.labels = {td.labels};
+            files.cache = td.cache;
+            hpcnn::train::SensitivityOptions so;
+            so.batches = batches;
+            so.batch_size = batch_size;
+            so.normalise.mean = td.mean;
+            so.normalise.std = td.std;
+            auto comm = hpcnn::dist::make_single_communicator();
+            const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
+            const hpcnn::train::ChannelMoment cm =
+                hpcnn::train::channel_second_moment(m.proto, model, value, hpcnn::data::open_source(files), so, *comm);
+            spdlog::info("second moment of the {} channels of '{}' over {} samples of {}", cm.channels, value, cm.samples, td.images);
+            return std::make_pair(cm.second_moment, nlohmann::ordered_json{{"images", td.images}, {"value", value},
+                                                                           {"batches", cm.batches}, {"samples", cm.samples}});
+          };
+        }
         o.seed = seed;
         o.allow_full_rank = allow_full_rank;
         o.external_data = external == "always"  ? hpcnn::onnxu::ExternalData::always
