@@ -7,6 +7,10 @@ weights from a fixed seed (numpy + onnx.helper; no PyTorch needed):
   fashion_mnist_resnet.onnx  ResNet-20 for 1x28x28 (He et al. 2016, section 4.2): 3x3 stem (16),
                              3 stages of 3 BasicBlocks (16, 32, 64 channels; stride 2 with 1x1
                              projection shortcuts), GlobalAveragePool, Gemm(10)   (~0.27 M parameters)
+  fashion_mnist_vgg.onnx     VGG-style: 2x Conv3x3(32), MaxPool, 2x Conv3x3(64), MaxPool, 2x Conv3x3(128)
+                             (each with BN-ReLU), Flatten (128x7x7), Gemm(512)-ReLU, Dropout(0.5), Gemm(10):
+                             the first FC layer holds 92% of the ~3.5 M parameters, as VGG-16's fc6
+                             does (sparsify-fcl's study model)
 
 Usage: make_train_models.py OUTDIR [--seed N]
 """
@@ -107,13 +111,28 @@ def resnet20(seed):
     return b.model(b.fc(x, 64, 10), "fashion_mnist_resnet20")
 
 
+def vgg(seed):
+    b = Builder(seed)
+    x, cin = "input", 1
+    for c in (32, 64, 128):
+        for _ in range(2):
+            x = b.op("Relu", [b.bn(b.conv(x, cin, c, 3), c)])
+            cin = c
+        if c != 128:
+            x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.op("Flatten", [x], axis=1)
+    x = b.op("Relu", [b.fc(x, 128 * 7 * 7, 512)])
+    x = b.op("Dropout", [x, b.init("dropout.ratio", np.array(0.5))])
+    return b.model(b.fc(x, 512, 10), "fashion_mnist_vgg")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outdir")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
-    for name, fn in [("fashion_mnist_cnn", cnn), ("fashion_mnist_resnet", resnet20)]:
+    for name, fn in [("fashion_mnist_cnn", cnn), ("fashion_mnist_resnet", resnet20), ("fashion_mnist_vgg", vgg)]:
         m = fn(a.seed)
         path = os.path.join(a.outdir, name + ".onnx")
         onnx.save(m, path)
