@@ -106,6 +106,14 @@ Tensor dropout_backward(const Tensor& gy, float ratio, const std::vector<uint8_t
   return k_of(gy).dropout_backward(ctx_of(gy), gy, ratio, mask, x_layout);
 }
 
+Tensor sparse_fcl_forward(const Tensor& x, const Tensor& A, const Tensor& a, const Tensor& B, const Tensor& b,
+                          SparseFclSaved* saved) {
+  return k_of(x).sparse_fcl_forward(ctx_of(x), x, A, a, B, b, saved);
+}
+void sparse_fcl_backward(const Tensor& x, const Tensor& A, const Tensor& B, const SparseFclSaved& saved, const Tensor& gy,
+                         Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB, Tensor* gb) {
+  k_of(x).sparse_fcl_backward(ctx_of(x), x, A, B, saved, gy, gx, gA, ga, gB, gb);
+}
 Tensor gemm_forward(const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p) {
   return k_of(A).gemm_forward(ctx_of(A), A, B, C, p);
 }

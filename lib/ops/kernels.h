@@ -21,6 +21,7 @@
 #include "ops/loss.h"
 #include "ops/pool.h"
 #include "ops/shape_ops.h"
+#include "ops/sparse_fcl.h"
 #include "ops/update.h"
 #include "tensor/tensor.h"
 
@@ -75,6 +76,12 @@ struct Kernels {
   Tensor (*activation_backward)(ExecutionContext&, const Tensor& saved, const Tensor& gy, const ActivationParams& p);
   Tensor (*dropout_forward)(ExecutionContext&, const Tensor& x, float ratio, std::mt19937_64& rng, std::vector<uint8_t>& mask);
   Tensor (*dropout_backward)(ExecutionContext&, const Tensor& gy, float ratio, const std::vector<uint8_t>& mask, Layout x_layout);
+
+  Tensor (*sparse_fcl_forward)(ExecutionContext&, const Tensor& x, const Tensor& A, const Tensor& a, const Tensor& B,
+                               const Tensor& b, SparseFclSaved* saved);
+  void (*sparse_fcl_backward)(ExecutionContext&, const Tensor& x, const Tensor& A, const Tensor& B,
+                              const SparseFclSaved& saved, const Tensor& gy, Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB,
+                              Tensor* gb);
 
   Tensor (*gemm_forward)(ExecutionContext&, const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p);
   void (*gemm_backward)(ExecutionContext&, const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p,

@@ -63,6 +63,14 @@ std::vector<OpCase> cases() {
                  conv.backward(x, w, on(d, host_random(y.shape(), 7), y.layout()), &gx, &gw, nullptr);
                  return Outputs{y, gx, gw};
                }});
+  c.push_back({"sparse_fcl_forward / sparse_fcl_backward", [=](const Device& d) {
+                 const Tensor x = on(d, x4, Layout::nhwc), A = on(d, host_random({3, 6, 1, 1}, 40)), a = on(d, host_random({3}, 41));
+                 const Tensor B = on(d, host_random({4, 3 * 7 * 5}, 42)), b = on(d, host_random({4}, 43));
+                 SparseFclSaved saved;
+                 Tensor y = sparse_fcl_forward(x, A, a, B, b, &saved), gx, gA, ga, gB, gb;
+                 sparse_fcl_backward(x, A, B, saved, on(d, host_random({2, 4}, 44)), &gx, &gA, &ga, &gB, &gb);
+                 return Outputs{y, gx, gA, ga, gB, gb};
+               }});
   c.push_back({"batchnorm_inference / batchnorm_training / batchnorm_backward", [=](const Device& d) {
                  const Tensor x = on(d, x4, Layout::nhwc), s = on(d, host_random({6}, 8, 0.5f, 1.5f)), b = on(d, host_random({6}, 9));
                  const Tensor m = on(d, host_random({6}, 10)), v = on(d, host_random({6}, 11, 0.5f, 2.0f));

@@ -20,6 +20,12 @@ Kernels make_cpu_kernels() {
   };
   k.batchnorm_backward = [](Ctx&, const Tensor& x, const Tensor& s, const BatchNormStats& st, const Tensor& gy, Tensor* gx,
                             Tensor* gs, Tensor* gb) { cpu::batchnorm_backward(x, s, st, gy, gx, gs, gb); };
+  k.sparse_fcl_forward = [](Ctx&, const Tensor& x, const Tensor& A, const Tensor& a, const Tensor& B, const Tensor& b,
+                             SparseFclSaved* s) { return cpu::sparse_fcl_forward(x, A, a, B, b, s); };
+  k.sparse_fcl_backward = [](Ctx&, const Tensor& x, const Tensor& A, const Tensor& B, const SparseFclSaved& s, const Tensor& gy,
+                              Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB, Tensor* gb) {
+    cpu::sparse_fcl_backward(x, A, B, s, gy, gx, gA, ga, gB, gb);
+  };
   k.activation_forward = [](Ctx&, const Tensor& x, const ActivationParams& p) { return cpu::activation_forward(x, p); };
   k.activation_backward = [](Ctx&, const Tensor& s, const Tensor& gy, const ActivationParams& p) {
     return cpu::activation_backward(s, gy, p);

@@ -38,6 +38,11 @@ void add_sub_backward(BinaryOp op, const Shape& a, Layout la, const Shape& b, La
 Tensor reduce_to_shape(const Tensor& g, const Shape& to);
 
 Tensor maxpool_forward(const Tensor& x, const Pool2dParams& p, MaxPoolSaved* saved);
+
+Tensor sparse_fcl_forward(const Tensor& x, const Tensor& A, const Tensor& a, const Tensor& B, const Tensor& b,
+                          SparseFclSaved* saved);
+void sparse_fcl_backward(const Tensor& x, const Tensor& A, const Tensor& B, const SparseFclSaved& saved, const Tensor& gy,
+                         Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB, Tensor* gb);
 Tensor maxpool_backward(const Shape& x_shape, const MaxPoolSaved& saved, const Tensor& gy);
 Tensor avgpool_forward(const Tensor& x, const Pool2dParams& p);
 Tensor avgpool_backward(const Shape& x_shape, const Pool2dParams& p, const Tensor& gy);
