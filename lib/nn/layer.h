@@ -55,7 +55,7 @@ class Layer {
   // parameters, buffers or constants), set by make_layer for the model's opset; null where the
   // table has none (ConstantOfShape before opset 9): no gradients, initializers are constants.
   const onnxu::Signature* signature() const { return signature_; }
-  bool differentiable_input(int i) const { return onnxu::gradient_flows(signature_, i); }
+  virtual bool differentiable_input(int i) const { return onnxu::gradient_flows(signature_, i); }
   virtual bool keeps_input(int i) const { (void)i; return false; }   // needed by backward
   virtual bool keeps_output(int i) const { (void)i; return false; }  // needed by backward
   // BatchNormalization after a training-mode forward: that batch's moments, once (then null).
@@ -77,6 +77,10 @@ using ConstantLookup = std::function<const Value*(int input)>;
 // Binds `node` (ErrorKind::unsupported for operators, attributes or dtypes the engine does not
 // support, naming them; the caller adds the node's name).
 std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant);
+// The structured sparse FCL (ops/sparse_fcl.h) that the planner puts in place of Conv 1x1 ->
+// Flatten -> Gemm (transB 1): inputs x, the Conv weight [r, C, 1, 1], its bias (or none), the Gemm
+// weight [O, r*H*W], its bias (or none); output y [N, O].
+std::unique_ptr<Layer> make_sparse_fcl_layer();
 // A constant tensor as a Value: integer and bool dtypes as int64 values, floats as fp32 tensors.
 Value value_from_proto(const onnx::TensorProto& proto);
 // Whether `op_type` is evaluated at load when all its inputs are constant (shape arithmetic).

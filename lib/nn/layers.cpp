@@ -16,6 +16,7 @@
 #include "ops/gemm.h"
 #include "ops/pool.h"
 #include "ops/shape_ops.h"
+#include "ops/sparse_fcl.h"
 
 namespace hpcnn::nn::detail {
 
@@ -313,6 +314,24 @@ class GemmLayer : public Layer {
 
  private:
   ops::GemmParams p_;
+};
+
+class SparseFclLayer : public Layer {
+ public:
+  void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext&) override {
+    out[0] = Value::of(ops::sparse_fcl_forward(tensor_in(in, 0, "sparse FCL"), tensor_in(in, 1, "sparse FCL"), optional_in(in, 2),
+                                               tensor_in(in, 3, "sparse FCL"), optional_in(in, 4), &saved_));
+  }
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
+                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+    auto want = [&](size_t i) { return need.size() > i && need[i] && in.size() > i && in[i] ? &gin[i] : nullptr; };
+    ops::sparse_fcl_backward(in[0]->t, in[1]->t, in[3]->t, saved_, gy, want(0), want(1), want(2), want(3), want(4));
+  }
+  bool differentiable_input(int i) const override { return i >= 0 && i <= 4; }
+  bool keeps_input(int i) const override { return i == 0 || i == 1 || i == 3; }
+
+ private:
+  ops::SparseFclSaved saved_;
 };
 
 class MatMulLayer : public Layer {
@@ -852,6 +871,8 @@ std::unique_ptr<Layer> bind(const onnx::NodeProto& node, int64_t opset, const Co
 }
 
 }  // namespace
+
+std::unique_ptr<Layer> make_sparse_fcl_layer() { return std::make_unique<SparseFclLayer>(); }
 
 std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant) {
   std::unique_ptr<Layer> layer = bind(node, opset, constant);

@@ -27,7 +27,9 @@ struct Model::Impl {
     std::unique_ptr<Layer> layer;
     std::vector<int> in, out;  // value ids (-1: omitted optional input)
     bool backward = false;     // some input requires a gradient
+    const onnx::NodeProto* node = nullptr;  // while planning only
   };
+  void fuse_sparse_fcl();
 
   std::string origin;
   ModelOptions options;
@@ -119,6 +121,64 @@ std::string describe(const onnx::NodeProto& node, int index) {
 }
 }  // namespace
 
+// Conv 1x1 -> Flatten (axis 1) -> Gemm (transB 1) with constant weights, each value read once and
+// by the next step only: the structured sparse FCL that sparsify-fcl writes (Matsumura et al.,
+// CCPE 2021), run as one op (ops/sparse_fcl.h) in the Conv's place.
+void Model::Impl::fuse_sparse_fcl() {
+  std::vector<int> readers(names.size(), 0);
+  for (const auto& st : steps)
+    for (int id : st.in)
+      if (id >= 0) ++readers[id];
+  for (int id : output_ids) readers[id] += 2;  // a graph output is never fused away
+  auto next_reader = [&](size_t from, int value) -> int {
+    for (size_t j = from + 1; j < steps.size(); ++j)
+      for (int id : steps[j].in)
+        if (id == value) return static_cast<int>(j);
+    return -1;
+  };
+  auto is_const = [&](int id) { return id >= 0 && constants[id].defined() && !constants[id].is_int; };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& conv = steps[i];
+    if (conv.op != "Conv" || conv.out.size() != 1 || readers[conv.out[0]] != 1 || conv.in.size() < 2 || !is_const(conv.in[1]))
+      continue;
+    const onnx::NodeProto& cn = *conv.node;
+    const Tensor& w = constants[conv.in[1]].t;
+    if (w.rank() != 4 || w.dim(2) != 1 || w.dim(3) != 1 || onnxu::attr_int(cn, "group", 1) != 1) continue;
+    bool plain = true;
+    for (const char* a : {"strides", "dilations"})
+      for (int64_t v : onnxu::attr_ints(cn, a)) plain = plain && v == 1;
+    for (int64_t v : onnxu::attr_ints(cn, "pads")) plain = plain && v == 0;
+    if (!plain || (conv.in.size() > 2 && conv.in[2] >= 0 && !is_const(conv.in[2]))) continue;
+    const int fi = next_reader(i, conv.out[0]);
+    if (fi < 0) continue;
+    const Step& flat = steps[fi];
+    if (flat.op != "Flatten" || onnxu::attr_int(*flat.node, "axis", 1) != 1 || readers[flat.out[0]] != 1) continue;
+    const int gi = next_reader(fi, flat.out[0]);
+    if (gi < 0) continue;
+    const Step& gemm = steps[gi];
+    const onnx::NodeProto& gn = *gemm.node;
+    if (gemm.op != "Gemm" || gemm.in.size() < 2 || gemm.in[0] != flat.out[0] || !is_const(gemm.in[1]) ||
+        onnxu::attr_int(gn, "transA", 0) != 0 || onnxu::attr_int(gn, "transB", 0) != 1 ||
+        onnxu::attr_float(gn, "alpha", 1.0f) != 1.0f || onnxu::attr_float(gn, "beta", 1.0f) != 1.0f)
+      continue;
+    const int bias = gemm.in.size() > 2 ? gemm.in[2] : -1;
+    if (bias >= 0 && (!is_const(bias) || constants[bias].t.rank() != 1 || constants[bias].t.dim(0) != constants[gemm.in[1]].t.dim(0)))
+      continue;
+    Step fused;
+    fused.desc = "sparse FCL (" + conv.desc + " -> Flatten -> " + gemm.desc + ")";
+    fused.op = "SparseFcl";
+    fused.layer = detail::make_sparse_fcl_layer();
+    fused.in = {conv.in[0], conv.in[1], conv.in.size() > 2 ? conv.in[2] : -1, gemm.in[1], bias};
+    fused.out = gemm.out;
+    for (const char* op : {"Conv", "Flatten", "Gemm"})
+      if (--op_counts[op] == 0) op_counts.erase(op);
+    ++op_counts["SparseFcl"];
+    steps.erase(steps.begin() + gi);
+    steps.erase(steps.begin() + fi);
+    steps[i] = std::move(fused);
+  }
+}
+
 void Model::Impl::plan(const onnx::ModelProto& model) {
   opset = onnxu::default_opset(model);
   const onnx::GraphProto& g = model.graph();
@@ -181,6 +241,7 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
     Step st;
     st.desc = desc + " of " + origin;
     st.op = node.op_type();
+    st.node = &node;
     for (const auto& name : node.input()) st.in.push_back(name.empty() ? -1 : id_of(name));
     for (const auto& name : node.output()) st.out.push_back(id_of(name));
     if (role.size() < names.size()) role.resize(names.size(), 0);
@@ -225,6 +286,8 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
   }
   if (role.size() < names.size()) role.resize(names.size(), 0);
   if (constants.size() < names.size()) constants.resize(names.size());
+  fuse_sparse_fcl();
+  for (auto& st : steps) st.node = nullptr;
 
   // Parameters and buffers (in initializer order, for stable listings).
   for (const auto& t : g.initializer()) {

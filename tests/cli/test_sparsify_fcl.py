@@ -285,3 +285,37 @@ def test_data_init_against_numpy(tmp_path):
     p = run("sparsify-fcl", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx", "--channels", 2, "--data", tmp_path / "x.npy",
             "--mean", "0.5", "--std", "0.25", check=False)
     assert p.returncode == 1 and "--init data" in p.stderr
+
+
+def test_engine_runs_the_sparse_layer_as_one_op_and_trains_it_as_the_unfused_graph(tmp_path):
+    """dist-train fuses Conv 1x1 -> Flatten -> Gemm into the sparse FCL op (ops/sparse_fcl.h) and
+    trains it as it trains the same graph with an Identity between Flatten and Gemm (not fused):
+    same weights after 4 SGD steps."""
+    m = model(dropout=False)
+    _, s = sparsify(tmp_path, m, "--channels", 3)
+    unfused = onnx.ModelProto()
+    unfused.CopyFrom(s)
+    flat = next(n for n in unfused.graph.node if n.op_type == "Flatten")
+    fc = next(n for n in unfused.graph.node if n.name == "fc1")
+    ident = helper.make_node("Identity", [flat.output[0]], ["flat_copy"], name="copy")
+    fc.input[0] = "flat_copy"
+    unfused.graph.node.insert(list(unfused.graph.node).index(fc), ident)
+    onnx.save(unfused, tmp_path / "unfused.onnx")
+    rng = np.random.default_rng(3)
+    np.save(tmp_path / "x.npy", rng.integers(0, 256, (64, 3, 6, 6), dtype=np.uint8))
+    np.save(tmp_path / "y.npy", rng.integers(0, 5, 64).astype(np.int64))
+    trained = {}
+    for name in ("s", "unfused"):
+        cfg = {"model": str(tmp_path / f"{name}.onnx"), "output": str(tmp_path / f"{name}.trained.onnx"),
+               "data": {"train_images": str(tmp_path / "x.npy"), "train_labels": str(tmp_path / "y.npy")},
+               "augmentation": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}, "epochs": 1, "batch_size": 16,
+               "optimizer": {"type": "sgd", "momentum": 0.9}, "lr": {"base": 0.05, "base_batch": 16},
+               "threads": 1, "seed": 2, "deterministic": True}
+        (tmp_path / f"{name}.json").write_text(json.dumps(cfg))
+        p = subprocess.run([tool("dist-train"), "--config", tmp_path / f"{name}.json"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert ("SparseFcl x1" in p.stderr) == (name == "s"), p.stderr
+        trained[name] = weights_of(onnx.load(tmp_path / f"{name}.trained.onnx"))
+    for k, v in trained["s"].items():
+        np.testing.assert_allclose(v, trained["unfused"][k], rtol=1e-4, atol=1e-5, err_msg=k)
+    assert not np.allclose(trained["s"]["fc1.weight"], weights_of(s)["fc1.weight"])  # it did train
