@@ -400,12 +400,7 @@ json run_sparsify(const SparsifyOptions& o) {
                  layer_before, layer_after, ratio(layer_before, layer_after), before.params, after.params,
                  ratio(before.params, after.params), init_error);
     if (o.output) {
-      onnxu::SaveOptions so;
-      so.overwrite = o.overwrite;
-      so.external_data = o.external_data;
-      if (so.external_data == onnxu::ExternalData::automatic && model.had_external_data)
-        so.external_data = onnxu::ExternalData::always;
-      onnxu::save_model(model.proto, *o.output, so);
+      onnxu::save_model(model.proto, *o.output, onnxu::output_save_options(model, o.external_data, o.overwrite));
       spdlog::info("wrote '{}'", o.output->string());
     }
   });

@@ -141,6 +141,13 @@ Model load_model(const fs::path& path) {
   return m;
 }
 
+SaveOptions output_save_options(const Model& input, ExternalData requested, bool overwrite) {
+  SaveOptions so;
+  so.overwrite = overwrite;
+  so.external_data = requested == ExternalData::automatic && input.had_external_data ? ExternalData::always : requested;
+  return so;
+}
+
 void save_model(onnx::ModelProto& model, const fs::path& path, const SaveOptions& options) {
   with_context("while saving ONNX model '" + path.string() + "'", [&] {
     // Decide whether tensors go to an external data file.

@@ -36,6 +36,10 @@ struct SaveOptions {
   bool overwrite = true;
 };
 
+// The save options of a tool's output model: `requested` (the --external-data flag), where
+// automatic becomes always when the input model had external data.
+SaveOptions output_save_options(const Model& input, ExternalData requested, bool overwrite);
+
 // `model` is left as it was (tensors moved out to the data file are moved back).
 void save_model(onnx::ModelProto& model, const std::filesystem::path& path, const SaveOptions& options = {});
 

@@ -242,12 +242,7 @@ json run_prune_rate(const PruneOptions& o) {
       apply_pruning(model.proto, cg, kept);
       onnxu::GraphView check(model.proto.graph());  // the result must still be a valid graph
       verify_pruned(model.proto, original);         // and compute with the shapes it had
-      onnxu::SaveOptions so;
-      so.overwrite = o.overwrite;
-      so.external_data = o.external_data;
-      if (so.external_data == onnxu::ExternalData::automatic && model.had_external_data)
-        so.external_data = onnxu::ExternalData::always;
-      onnxu::save_model(model.proto, *o.output, so);
+      onnxu::save_model(model.proto, *o.output, onnxu::output_save_options(model, o.external_data, o.overwrite));
       spdlog::info("wrote '{}': {} -> {} parameters, {} -> {} MACs", o.output->string(), before.params, after.params,
                    before.macs, after.macs);
     }

@@ -18,21 +18,13 @@ ChannelMoment channel_second_moment(const onnx::ModelProto& proto, const std::st
   const int64_t n = std::min(samples->size(), o.batches * o.batch_size);
   const int64_t B = (n + o.batch_size - 1) / o.batch_size;
 
-  data::LoaderOptions lo;
-  lo.mode = data::LoaderMode::evaluate;
-  lo.batch_size = o.batch_size;
-  lo.augment = o.normalise;
-  lo.augment.pad = 0;
-  lo.augment.flip = false;
-  lo.augment_enabled = false;
-  data::BatchLoader loader(std::make_shared<data::RangeSource>(samples, 0, n), lo);
-  loader.start_epoch(0);
+  const auto loader = first_batches(samples, o);
   ChannelMoment r;
   std::vector<double> sums;  // [C*C], then the position count
   double positions = 0;
   int64_t C = -1;
   for (int64_t b = 0; b < B; ++b) {
-    auto batch = loader.next_batch();
+    auto batch = loader->next_batch();
     if (!batch) throw_error(ErrorKind::bad_input, samples->origin() + ": the loader ended before batch " + std::to_string(b));
     if (b % comm.size() != comm.rank()) continue;
     const Tensor x = to_layout(model.forward({batch->images}, nn::Mode::inference).at(out), Layout::plain);

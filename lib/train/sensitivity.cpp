@@ -10,6 +10,21 @@
 
 namespace hpcnn::train {
 
+std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const data::SampleSource>& samples,
+                                                 const SensitivityOptions& o) {
+  const int64_t n = std::min(samples->size(), o.batches * o.batch_size);
+  data::LoaderOptions lo;
+  lo.mode = data::LoaderMode::evaluate;
+  lo.batch_size = o.batch_size;
+  lo.augment = o.normalise;
+  lo.augment.pad = 0;
+  lo.augment.flip = false;
+  lo.augment_enabled = false;
+  auto loader = std::make_unique<data::BatchLoader>(std::make_shared<data::RangeSource>(samples, 0, n), lo);
+  loader->start_epoch(0);
+  return loader;
+}
+
 Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string& origin,
                                 std::shared_ptr<const data::SampleSource> samples, const SensitivityOptions& o,
                                 dist::Communicator& comm) {
@@ -28,17 +43,9 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
   // Per batch: the loss, then s_{b,p} for every parameter; zero where another rank computes it.
   std::vector<double> table(static_cast<size_t>(B) * (P + 1), 0.0);
 
-  data::LoaderOptions lo;
-  lo.mode = data::LoaderMode::evaluate;
-  lo.batch_size = o.batch_size;
-  lo.augment = o.normalise;
-  lo.augment.pad = 0;
-  lo.augment.flip = false;
-  lo.augment_enabled = false;
-  data::BatchLoader loader(std::make_shared<data::RangeSource>(samples, 0, n), lo);
-  loader.start_epoch(0);
+  const auto loader = first_batches(samples, o);
   for (int64_t b = 0; b < B; ++b) {
-    auto batch = loader.next_batch();
+    auto batch = loader->next_batch();
     if (!batch) throw_error(ErrorKind::bad_input, samples->origin() + ": the loader ended before batch " + std::to_string(b));
     if (b % comm.size() != comm.rank()) continue;
     model.zero_grad();

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "data/augment.h"
+#include "data/loader.h"
 #include "data/source.h"
 #include "dist/communicator.h"
 
@@ -47,6 +48,11 @@ struct Sensitivity {
   std::map<std::string, double> sensitivity; // S_p per parameter (initializer) name
   std::map<std::string, int64_t> elements;   // N_p: elements of each parameter
 };
+
+// The evaluation-mode loader of the first min(batches * batch_size, size) samples, normalised only,
+// started at epoch 0 (also train/channel_moments.h).
+std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const data::SampleSource>& samples,
+                                                 const SensitivityOptions& options);
 
 // `model`: the ONNX model (external data loaded); `origin` names it in errors.
 Sensitivity measure_sensitivity(const onnx::ModelProto& model, const std::string& origin,

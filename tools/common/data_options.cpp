@@ -53,4 +53,21 @@ TrainingData resolve_data_options(const DataOptions& o) {
   return d;
 }
 
+std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& d) {
+  data::DataFiles files;
+  files.images = {d.images};
+  if (!d.labels.empty()) files.labels = {d.labels};
+  files.cache = d.cache;
+  return data::open_source(files);
+}
+
+train::SensitivityOptions first_batches_options(const TrainingData& d, int64_t batches, int64_t batch_size) {
+  train::SensitivityOptions so;
+  so.batches = batches;
+  so.batch_size = batch_size;
+  so.normalise.mean = d.mean;
+  so.normalise.std = d.std;
+  return so;
+}
+
 }  // namespace hpcnn::tool

@@ -16,8 +16,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "data/source.h"
+#include "train/sensitivity.h"
 
 namespace hpcnn::tool {
 
@@ -37,5 +41,10 @@ void add_data_options(CLI::App& app, DataOptions& options);
 // Checks the combination and reads --config when given. ErrorKind::usage for bad combinations
 // or numbers, the configuration's own errors otherwise.
 TrainingData resolve_data_options(const DataOptions& options);
+
+// The samples of `data` (data/source.h), and the batches a tool reads from them: the first
+// `batches` x `batch_size`, normalised with data.mean/std (train/sensitivity.h).
+std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& data);
+train::SensitivityOptions first_batches_options(const TrainingData& data, int64_t batches, int64_t batch_size);
 
 }  // namespace hpcnn::tool

@@ -139,18 +139,10 @@ int main(int argc, char** argv) {
                                       {report_file, "--report"}},
                                      {model}, force);
         if (data_driven) {
-          hpcnn::data::DataFiles files;
-          files.images = {td.images};
-          if (!td.labels.empty()) files.labels = {td.labels};
-          files.cache = td.cache;
-          hpcnn::train::SensitivityOptions so;
-          so.batches = batches;
-          so.batch_size = batch_size;
-          so.normalise.mean = td.mean;
-          so.normalise.std = td.std;
           const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
           const hpcnn::train::Sensitivity s =
-              hpcnn::train::measure_sensitivity(m.proto, model, hpcnn::data::open_source(files), so, *comm);
+              hpcnn::train::measure_sensitivity(m.proto, model, hpcnn::tool::open_training_data(td),
+                                                hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
           spdlog::info("loss {:.6g} over {} batches ({} samples of {}) on {} rank(s)", s.loss, s.batches, s.samples,
                        td.images, comm->size());
           o.data->loss = s.loss;

@@ -78,19 +78,11 @@ int main(int argc, char** argv) {
         if (data_given) {
           td = hpcnn::tool::resolve_data_options(data);
           o.input_moment = [&](const std::string& value, int64_t) {
-            hpcnn::data::DataFiles files;
-            files.images = {td.images};
-            if (!td.labels.empty()) files.labels = {td.labels};
-            files.cache = td.cache;
-            hpcnn::train::SensitivityOptions so;
-            so.batches = batches;
-            so.batch_size = batch_size;
-            so.normalise.mean = td.mean;
-            so.normalise.std = td.std;
             auto comm = hpcnn::dist::make_single_communicator();
             const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
-            const hpcnn::train::ChannelMoment cm =
-                hpcnn::train::channel_second_moment(m.proto, model, value, hpcnn::data::open_source(files), so, *comm);
+            const hpcnn::train::ChannelMoment cm = hpcnn::train::channel_second_moment(
+                m.proto, model, value, hpcnn::tool::open_training_data(td),
+                hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
             spdlog::info("second moment of the {} channels of '{}' over {} samples of {}", cm.channels, value, cm.samples, td.images);
             return std::make_pair(cm.second_moment, nlohmann::ordered_json{{"images", td.images}, {"value", value},
                                                                            {"batches", cm.batches}, {"samples", cm.samples}});
