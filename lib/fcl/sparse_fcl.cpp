@@ -90,6 +90,21 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
   auto w = onnxu::find_constant(v, f.input(1));
   if (!w) return v.describe(fc) + " has a weight that is not constant";
   if (w->dtype != onnx::TensorProto::FLOAT) return v.describe(fc) + " has a weight of dtype " + onnxu::dtype_name(w->dtype) + ", not FLOAT";
+  auto is_graph_output = [&](const std::string& value) {
+    for (const auto& o : v.graph().output())
+      if (o.name() == value) return true;
+    return false;
+  };
+  if (v.consumers(w->name).size() != 1 || is_graph_output(w->name))
+    return v.describe(fc) + " shares its weight '" + w->name + "' with other readers: rewriting it would change them";
+  for (std::string p = f.input(0);; p = v.node(v.producer(p)).input(0)) {
+    if (is_graph_output(p)) return "'" + p + "', between the flatten and " + v.describe(fc) + ", is a graph output";
+    if (v.producer(p) == n) break;
+    for (int k = 1; k < v.node(v.producer(p)).output_size(); ++k)  // e.g. a Dropout mask
+      if (!v.node(v.producer(p)).output(k).empty() && (!v.consumers(v.node(v.producer(p)).output(k)).empty() ||
+                                                        is_graph_output(v.node(v.producer(p)).output(k))))
+        return v.describe(v.producer(p)) + " has a second output that is read";
+  }
   const bool out_major = f.op_type() == "Gemm" && onnxu::attr_int(f, "transB", 0) != 0;
   if (w->dims.size() != 2 || w->dims[out_major ? 1 : 0] != F)
     return v.describe(fc) + " has a weight of shape " + onnxu::dims_to_string(w->dims) + " for " + std::to_string(F) + " inputs";
@@ -251,6 +266,7 @@ json run_sparsify(const SparsifyOptions& o) {
   onnxu::Model model = onnxu::load_model(o.model);
   json report;
   with_context("while sparsifying '" + o.model.string() + "'", [&] {
+    for (const auto& t : model.proto.graph().initializer()) onnxu::check_tensor_size(t);  // the copied ones too
     const onnxu::ShapeMap shapes = onnxu::infer_shapes(model.proto);
     onnxu::Graph g(model.proto);
     const onnxu::Costs before = onnxu::count_costs(g, shapes);
@@ -349,8 +365,9 @@ json run_sparsify(const SparsifyOptions& o) {
     const Dims fc_dims = s.weight_out_major ? Dims{s.O, reduced_features} : Dims{reduced_features, s.O};
     if (s.weight.kind == ConstantRef::Kind::initializer) {
       g.put_initializer(float_tensor(s.weight.name, fc_dims, stored));
-    } else if (s.weight.kind == ConstantRef::Kind::constant_node) {
-      g.edit_constant(s.weight, [&](onnx::TensorProto& t) { t = float_tensor(s.weight.name, fc_dims, stored); });
+    } else if (s.weight.kind == ConstantRef::Kind::constant_node) {  // its node index moved with the insertion
+      g.edit_constant(*onnxu::find_constant(g, s.weight.name),
+                      [&](onnx::TensorProto& t) { t = float_tensor(s.weight.name, fc_dims, stored); });
     } else {  // ConstantOfShape: an initializer of a fresh name takes its place
       const std::string fresh = g.unique_value_name(s.weight.name + ".sparse_fcl");
       g.put_initializer(float_tensor(fresh, fc_dims, stored));

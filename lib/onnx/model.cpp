@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -53,7 +54,8 @@ uint64_t parse_u64(const std::string& key, const std::string& value) {
   return v;
 }
 
-void load_external(TP& t, const fs::path& model_dir) {
+fs::path load_external(TP& t, const fs::path& model_dir) {
+  fs::path read;
   with_context("while reading external data of tensor '" + t.name() + "'", [&] {
     std::string location;
     uint64_t offset = 0;
@@ -65,6 +67,7 @@ void load_external(TP& t, const fs::path& model_dir) {
       else if (kv.key() == "length") { length = parse_u64("length", kv.value()); has_length = true; }
     }
     fs::path file = resolve_location(model_dir, location);
+    read = file;
     const uint64_t need = static_cast<uint64_t>(numel(t)) * element_size(t.data_type());
     if (has_length && length != need)
       throw_error(ErrorKind::bad_input, "external data length " + std::to_string(length) + " does not match shape " +
@@ -85,6 +88,7 @@ void load_external(TP& t, const fs::path& model_dir) {
     t.clear_external_data();
     t.clear_data_location();
   });
+  return read;
 }
 
 }  // namespace
@@ -132,7 +136,9 @@ Model load_model(const fs::path& path) {
     const fs::path dir = path.parent_path();
     for_each_graph_tensor(*m.proto.mutable_graph(), [&](TP& t) {
       if (t.data_location() == TP::EXTERNAL) {
-        load_external(t, dir);
+        const fs::path file = fs::weakly_canonical(load_external(t, dir));
+        if (std::find(m.external_files.begin(), m.external_files.end(), file) == m.external_files.end())
+          m.external_files.push_back(file);
         m.had_external_data = true;
       }
     });
@@ -145,11 +151,16 @@ SaveOptions output_save_options(const Model& input, ExternalData requested, bool
   SaveOptions so;
   so.overwrite = overwrite;
   so.external_data = requested == ExternalData::automatic && input.had_external_data ? ExternalData::always : requested;
+  so.protected_files = input.external_files;
   return so;
 }
 
 void save_model(onnx::ModelProto& model, const fs::path& path, const SaveOptions& options) {
   with_context("while saving ONNX model '" + path.string() + "'", [&] {
+    for (const fs::path& p : {path, fs::path(path.string() + ".data")})
+      for (const fs::path& keep : options.protected_files)
+        if (fs::weakly_canonical(p) == keep)
+          throw_error(ErrorKind::usage, "'" + p.string() + "' is the input model's external data file: choose another output name");
     // Decide whether tensors go to an external data file.
     bool external = options.external_data == ExternalData::always;
     if (options.external_data == ExternalData::automatic) {

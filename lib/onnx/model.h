@@ -13,6 +13,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
+#include <vector>
 #include <string>
 
 namespace hpcnn::onnxu {
@@ -24,6 +25,7 @@ struct Model {
   onnx::ModelProto proto;
   std::filesystem::path path;    // where it was read from
   bool had_external_data = false;
+  std::vector<std::filesystem::path> external_files;  // the external data files read (weakly canonical)
 };
 
 Model load_model(const std::filesystem::path& path);
@@ -34,6 +36,9 @@ struct SaveOptions {
   ExternalData external_data = ExternalData::automatic;
   size_t external_min_bytes = 1024;  // tensors smaller than this stay inside the model
   bool overwrite = true;
+  // Files the written model and its data file must not replace (the input's external data):
+  // ErrorKind::usage naming the file.
+  std::vector<std::filesystem::path> protected_files;
 };
 
 // The save options of a tool's output model: `requested` (the --external-data flag), where

@@ -125,6 +125,17 @@ size_t element_size(int32_t dt) {
   }
 }
 
+void check_tensor_size(const TP& t) {
+  if (t.data_location() == TP::EXTERNAL) throw_error(ErrorKind::bad_input, tensor_label(t) + ": external data was not loaded");
+  if (!t.raw_data().empty()) return check_raw_size(t);
+  const int64_t n = numel(t);
+  const int64_t held = t.float_data_size() + t.double_data_size() + t.int64_data_size() + t.int32_data_size() +
+                       t.uint64_data_size() + static_cast<int64_t>(t.string_data_size());
+  if (held != n)
+    throw_error(ErrorKind::bad_input, tensor_label(t) + " holds " + std::to_string(held) + " values but its shape " +
+                                          dims_to_string(dims_of(t)) + " needs " + std::to_string(n));
+}
+
 void ensure_raw(TP& t) {
   with_context("while reading " + tensor_label(t), [&] {
     if (t.data_location() == TP::EXTERNAL)

@@ -31,6 +31,10 @@ size_t element_size(int32_t dtype);
 // tensor can be sliced as bytes. Checks that the byte count equals numel * element_size.
 void ensure_raw(onnx::TensorProto& t);
 
+// Checks that a tensor holds as many values as its shape says (raw bytes, or the typed field's
+// count); external data must be loaded. ErrorKind::bad_input naming the tensor.
+void check_tensor_size(const onnx::TensorProto& t);
+
 // Values converted to double (FLOAT, DOUBLE, FLOAT16, BFLOAT16 and integer dtypes).
 std::vector<double> to_doubles(const onnx::TensorProto& t);
 std::vector<int64_t> to_int64s(const onnx::TensorProto& t);

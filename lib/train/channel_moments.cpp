@@ -1,5 +1,7 @@
 #include "train/channel_moments.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "data/loader.h"
 #include "nn/model.h"
@@ -56,6 +58,10 @@ ChannelMoment channel_second_moment(const onnx::ModelProto& proto, const std::st
   sums.push_back(positions);
   comm.allreduce_sum(sums.data(), sums.size());
   positions = sums.back();
+  for (double v : sums)
+    if (!std::isfinite(v))
+      throw_error(ErrorKind::bad_input, "'" + value + "' of " + origin + " is not finite on " + samples->origin() +
+                                            ": non-finite pixels?");
   r.channels = C;
   r.samples = n;
   r.batches = B;

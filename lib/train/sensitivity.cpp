@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "data/loader.h"
 #include "nn/loss.h"
@@ -38,6 +40,9 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
   if (model.input_names().size() != 1)
     throw_error(ErrorKind::unsupported, origin + " has " + std::to_string(model.input_names().size()) +
                                             " inputs; the loss needs a model with one image input");
+  if (model.output_names().size() > 1)
+    spdlog::warn("{} has {} outputs: its first, '{}', is taken as the logits", origin, model.output_names().size(),
+                 model.output_names()[0]);
   auto& params = model.parameters();
   const size_t P = params.size();
   // Per batch: the loss, then s_{b,p} for every parameter; zero where another rank computes it.
@@ -73,6 +78,10 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
           s += a == 0.0 ? 1e-7 : 1.0 / a;  // the authors' zero rule: |g| = 0 counts as 1e7
         }
       }
+      if (!std::isfinite(s))
+        throw_error(ErrorKind::bad_input, origin + ": the gradient of '" + params[p].name + "' on batch " + std::to_string(b) +
+                                              " (samples " + std::to_string(b * o.batch_size) + "...) is not finite: non-finite pixels in " +
+                                              samples->origin() + "?");
       row[1 + p] = s;
     }
   }

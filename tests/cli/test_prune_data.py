@@ -271,3 +271,26 @@ def test_bad_data_options(tmp_path):
         assert p.returncode == 2, p.stderr
         assert name in p.stderr
         assert not (tmp_path / "o.onnx").exists()
+
+
+def test_non_finite_pixels_and_the_validation_split(tmp_path):
+    make_model(tmp_path / "m.onnx")
+    images, labels = make_data(tmp_path)
+    f = images.astype(np.float32) / 255
+    f[3, 2, 2] = np.nan
+    np.save(tmp_path / "nan.npy", f)
+    p = H.run("prune-rate", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx", "--data", tmp_path / "nan.npy", "--labels",
+              tmp_path / "y.npy", "--mean", MEAN, "--std", STD, check=False)
+    assert p.returncode == 2 and "not finite" in p.stderr, p.stderr
+    assert not (tmp_path / "o.onnx").exists()
+    # --config: the validation split is held out (here all of the data: nothing left to read).
+    cfg = {"data": {"train_images": str(tmp_path / "x.npy"), "train_labels": str(tmp_path / "y.npy"),
+                    "validation_samples": len(labels)}, "augmentation": {"mean": [MEAN], "std": [STD]}}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    p = H.run("prune-rate", tmp_path / "m.onnx", "-o", tmp_path / "o.onnx", "--config", tmp_path / "c.json", check=False)
+    assert p.returncode == 1 and "validation_samples" in p.stderr, p.stderr
+    cfg["data"]["validation_samples"] = 8  # 12 training samples left: 2 batches of 6
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    r = json.loads(H.run("prune-rate", tmp_path / "m.onnx", "--config", tmp_path / "c.json", "--batches", 5, "--batch-size",
+                         6).stdout)
+    assert r["data_driven"]["samples"] == 12 and r["data_driven"]["batches"] == 2

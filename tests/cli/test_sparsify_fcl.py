@@ -319,3 +319,66 @@ def test_engine_runs_the_sparse_layer_as_one_op_and_trains_it_as_the_unfused_gra
     for k, v in trained["s"].items():
         np.testing.assert_allclose(v, trained["unfused"][k], rtol=1e-4, atol=1e-5, err_msg=k)
     assert not np.allclose(trained["s"]["fc1.weight"], weights_of(s)["fc1.weight"])  # it did train
+
+
+def test_shared_or_exposed_values_are_refused_and_constant_weights_work(tmp_path):
+    """Found by a break-it pass: a weight that another node (or a graph output) reads, and values of
+    the flatten path that are graph outputs, would change under the rewrite: exit 4, no output. A
+    weight given as a Constant node is rewritten in place."""
+    out = tmp_path / "o.onnx"
+    base = model(dropout=False)
+    # The FC weight also read by ReduceSum.
+    m = onnx.ModelProto()
+    m.CopyFrom(base)
+    m.graph.node.append(helper.make_node("ReduceSum", ["fc1.weight"], ["wsum"], keepdims=0))
+    m.graph.output.append(helper.make_tensor_value_info("wsum", onnx.TensorProto.FLOAT, None))
+    # The flatten output as a graph output.
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(base)
+    flat = next(n for n in m2.graph.node if n.op_type == "Flatten")
+    m2.graph.output.append(helper.make_tensor_value_info(flat.output[0], onnx.TensorProto.FLOAT, None))
+    for name, mm, word in (("shared.onnx", m, "shares its weight"), ("exposed.onnx", m2, "is a graph output")):
+        onnx.save(mm, tmp_path / name)
+        p = run("sparsify-fcl", tmp_path / name, "-o", out, "--channels", 2, check=False)
+        assert p.returncode == 4 and word in p.stderr, p.stderr
+        assert not out.exists()
+    # The weight as a Constant node.
+    m3 = onnx.ModelProto()
+    m3.CopyFrom(base)
+    w = next(t for t in m3.graph.initializer if t.name == "fc1.weight")
+    const = helper.make_node("Constant", [], ["fc1.weight"], value=w)
+    m3.graph.initializer.remove(w)
+    m3.graph.node.insert(0, const)
+    report, s = sparsify(tmp_path, m3, "--channels", C, "--allow-full-rank")
+    onnx.checker.check_model(s, full_check=True)
+    (a,), feeds = ort_run(m3)
+    (b,), _ = ort_run(s, feeds)
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+
+
+def test_corrupt_unrelated_tensor_input_external_data_and_report_failures(tmp_path):
+    out = tmp_path / "o.onnx"
+    # An unrelated initializer with too few bytes: bad input (exit 2), naming it.
+    m = model()
+    t = next(t for t in m.graph.initializer if t.name == "conv.weight")
+    t.raw_data = numpy_helper.to_array(t).tobytes()[:40]
+    onnx.save(m, tmp_path / "short.onnx", )
+    p = run("sparsify-fcl", tmp_path / "short.onnx", "-o", out, "--channels", 2, check=False)
+    assert p.returncode == 2 and "conv.weight" in p.stderr, p.stderr
+    assert not out.exists()
+    # The input keeps its weights in the file the output's data file would be: refused, input intact.
+    d = tmp_path / "ext"
+    d.mkdir()
+    onnx.save(model(), d / "in.onnx", save_as_external_data=True, all_tensors_to_one_file=True, location="o.onnx.data",
+              size_threshold=0)
+    before = (d / "o.onnx.data").read_bytes()
+    for t in ("sparsify-fcl", "prune-rate"):
+        args = ["--channels", 2] if t == "sparsify-fcl" else ["--threshold", "0.01"]
+        p = run(t, d / "in.onnx", "-o", d / "o.onnx", "-f", *args, check=False)
+        assert p.returncode == 1 and "external data file" in p.stderr, p.stderr
+        assert (d / "o.onnx.data").read_bytes() == before and not (d / "o.onnx").exists()
+    # A report that cannot be written: no model is left either.
+    onnx.save(model(), tmp_path / "m.onnx")
+    p = run("sparsify-fcl", tmp_path / "m.onnx", "-o", out, "--channels", 2, "--report", tmp_path / ("x" * 300 + ".json"),
+            check=False)
+    assert p.returncode == 3 and not out.exists(), p.stderr

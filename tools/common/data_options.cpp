@@ -40,6 +40,7 @@ TrainingData resolve_data_options(const DataOptions& o) {
     d.mean = spec.augmentation.mean;
     d.std = spec.augmentation.std;
     d.cache = spec.data.cache;
+    d.validation_samples = spec.data.validation_samples;
     return d;
   }
   if (o.mean.empty() || o.std.empty()) throw_error(ErrorKind::usage, "--data needs --mean and --std (the model's normalisation)");
@@ -58,7 +59,12 @@ std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData&
   files.images = {d.images};
   if (!d.labels.empty()) files.labels = {d.labels};
   files.cache = d.cache;
-  return data::open_source(files);
+  auto all = data::open_source(files);
+  if (d.validation_samples <= 0) return all;
+  if (d.validation_samples >= all->size())
+    throw_error(ErrorKind::usage, "data.validation_samples " + std::to_string(d.validation_samples) + " leaves no training samples of " +
+                                      all->origin() + " (" + std::to_string(all->size()) + ")");
+  return std::make_shared<data::RangeSource>(all, 0, all->size() - d.validation_samples);
 }
 
 train::SensitivityOptions first_batches_options(const TrainingData& d, int64_t batches, int64_t batch_size) {

@@ -34,6 +34,7 @@ struct TrainingData {
   std::string images, labels;     // files (labels empty: none, or CIFAR-10)
   std::vector<float> mean, std;   // per channel, after pixels are scaled to [0, 1]
   bool cache = true;
+  int64_t validation_samples = 0; // --config's data.validation_samples: held out, never read here
 };
 
 // Adds the group's flags to `app` (in the option group "Training data").
@@ -42,7 +43,7 @@ void add_data_options(CLI::App& app, DataOptions& options);
 // or numbers, the configuration's own errors otherwise.
 TrainingData resolve_data_options(const DataOptions& options);
 
-// The samples of `data` (data/source.h), and the batches a tool reads from them: the first
+// The samples of `data` (data/source.h: without the held-out validation split), and the batches a tool reads from them: the first
 // `batches` x `batch_size`, normalised with data.mean/std (train/sensitivity.h).
 std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& data);
 train::SensitivityOptions first_batches_options(const TrainingData& data, int64_t batches, int64_t batch_size);

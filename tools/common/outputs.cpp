@@ -1,5 +1,7 @@
 #include "common/outputs.h"
 
+#include <iostream>
+
 #include "core/atomic_file.h"
 #include "core/error.h"
 
@@ -28,6 +30,20 @@ void prepare_outputs(const std::vector<Output>& outputs, const std::vector<fs::p
   }
   for (const auto& o : outputs)
     if (!o.path.empty()) create_parent_folders(o.path);
+}
+
+Report::Report(const std::string& path) {
+  if (!path.empty()) file_ = std::make_unique<AtomicFile>(path, true);
+}
+
+void Report::write(const std::string& text) {
+  if (!file_) {
+    std::cout << text << std::flush;
+    if (!std::cout) throw_error(ErrorKind::io, "cannot write the report to stdout");
+    return;
+  }
+  file_->write(text.data(), text.size());
+  file_->commit();
 }
 
 }  // namespace hpcnn::tool

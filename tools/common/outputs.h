@@ -12,8 +12,11 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/atomic_file.h"
 
 namespace hpcnn::tool {
 
@@ -26,6 +29,18 @@ struct Output {
 // Applies the policy to every output (empty paths are skipped). `inputs`: the files the tool
 // reads (an output may not be one of them).
 void prepare_outputs(const std::vector<Output>& outputs, const std::vector<std::filesystem::path>& inputs, bool force);
+
+// A JSON report that goes to stdout, or to a file (--report) opened when constructed, before the
+// tool's work, so that a report path that cannot be written fails before any other output is
+// made; write() prints or commits the text (atomically).
+class Report {
+ public:
+  explicit Report(const std::string& path);
+  void write(const std::string& text);
+
+ private:
+  std::unique_ptr<AtomicFile> file_;
+};
 
 // Whether two paths name the same file: same inode when both exist, else the same normalised path.
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);

@@ -131,13 +131,14 @@ int main(int argc, char** argv) {
         hpcnn::prune::validate_options(o);
         if (comm->size() > 1 && !data_driven)
           throw_error(ErrorKind::usage, "under mpirun prune-rate needs training data: only the data-driven thresholds use the ranks");
+        // The output policy, before any work (rank 0 writes): the model, its external data file (only
+        // when written: save_model applies -f to it then) and the report.
         if (comm->rank() == 0)
-          // The output policy, before any work: the model, its external data file (only when
-        // written: save_model applies -f to it then) and the report.
-        hpcnn::tool::prepare_outputs({{output, "the output"},
-                                      {output.empty() ? std::string() : output + ".data", "the output's external data", true},
-                                      {report_file, "--report"}},
-                                     {model}, force);
+          hpcnn::tool::prepare_outputs({{output, "the output"},
+                                        {output.empty() ? std::string() : output + ".data", "the output's external data", true},
+                                        {report_file, "--report"}},
+                                       {model}, force);
+        hpcnn::tool::Report report(comm->rank() == 0 ? report_file : std::string());
         if (data_driven) {
           const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
           const hpcnn::train::Sensitivity s =
@@ -153,16 +154,7 @@ int main(int argc, char** argv) {
         }
         if (comm->rank() != 0) return 0;
 
-        const nlohmann::ordered_json report = hpcnn::prune::run_prune_rate(o);
-        const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-        if (report_file.empty()) {
-          std::cout << text << std::flush;
-          if (!std::cout) throw_error(ErrorKind::io, "cannot write the report to stdout");
-        } else {
-          hpcnn::AtomicFile f(report_file, true);
-          f.write(text.data(), text.size());
-          f.commit();
-        }
+        report.write(hpcnn::prune::run_prune_rate(o).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
         return 0;
       });
 }

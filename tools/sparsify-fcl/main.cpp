@@ -98,16 +98,8 @@ int main(int argc, char** argv) {
         hpcnn::tool::prepare_outputs({{output, "the output"}, {output + ".data", "the output's external data", true},
                                       {report_file, "--report"}},
                                      {model}, force);
-        const nlohmann::ordered_json report = hpcnn::fcl::run_sparsify(o);
-        const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-        if (report_file.empty()) {
-          std::cout << text << std::flush;
-          if (!std::cout) hpcnn::throw_error(hpcnn::ErrorKind::io, "cannot write the report to stdout");
-        } else {
-          hpcnn::AtomicFile f(report_file, true);
-          f.write(text.data(), text.size());
-          f.commit();
-        }
+        hpcnn::tool::Report report(report_file);
+        report.write(hpcnn::fcl::run_sparsify(o).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
         return 0;
       });
 }
