@@ -9,19 +9,22 @@
 # it stopped; delete out/study/<model>/... to redo a step):
 #   1. base.onnx: trained as the README documents (configs/fashion_mnist_*.json, 2 ranks), with the
 #      last 5,000 training images held out as the validation split (data.validation_samples).
-#   2. per seed s: loop-s<s>/: scripts/prune_loop.sh base.onnx (fine-tuning seed s).
+#   2. per seed s: loop-s<s>/: scripts/prune_loop.sh base.onnx (fine-tuning seed s), then
+#      loop-s<s>/final_tuned.onnx: the loop's final model fine-tuned for FINAL_EPOCHS.
 #   3. per seed s: uniform-s<s>/: prune-rate --rate R, R the grid rate (step 0.01) whose parameter
-#      count comes closest to the loop's final model, then one fine-tuning run of as many epochs as
-#      the loop spent in all its iterations (accepted or not), same learning rate, same seed.
+#      count comes closest to the loop's final model, then fine-tuned for the same FINAL_EPOCHS
+#      (same learning rate, same seed): the same fine-tuning budget after pruning. The loop's
+#      search (its iterations' fine-tuning, accepted or not) is its cost, reported apart.
 #   4. inference speed (dist-train --evaluate on the 10,000 test images, one process) of base and
 #      of each final model.
 # Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png.
 #
 # Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study),
 # LOOP_ITERATIONS (12), LOOP_EPOCHS (4: fine-tuning epochs per iteration at most; the first epoch
-# above the goal ends it), LOOP_DROP (0.2: allowed validation-accuracy drop in points), SEEDS
-# ("1 2 3"), RANKS (2). Per-model overrides: LOOP_ITERATIONS_<model>, LOOP_EPOCHS_<model>
-# (e.g. LOOP_EPOCHS_resnet20=3).
+# above the goal ends it), LOOP_DROP (0.2: allowed validation-accuracy drop in points), FINAL_EPOCHS
+# (10: the final fine-tuning of both methods), SEEDS
+# ("1 2 3"), RANKS (2). Per-model overrides: LOOP_ITERATIONS_<model>, LOOP_EPOCHS_<model>,
+# FINAL_EPOCHS_<model> (e.g. LOOP_EPOCHS_resnet20=3).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -52,7 +55,8 @@ for m in "${models[@]}"; do
   mkdir -p "$dir"
   v=LOOP_ITERATIONS_$m; iterations=${!v:-${LOOP_ITERATIONS:-12}}
   v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-4}}
-  echo "{\"iterations\": $iterations, \"finetune_epochs\": $epochs, \"accuracy_drop\": $drop, \"seeds\": \"$seeds\", \"ranks\": $ranks}" > "$dir/settings.json"
+  v=FINAL_EPOCHS_$m; final_epochs=${!v:-${FINAL_EPOCHS:-10}}
+  echo "{\"iterations\": $iterations, \"finetune_epochs\": $epochs, \"accuracy_drop\": $drop, \"final_epochs\": $final_epochs, \"seeds\": \"$seeds\", \"ranks\": $ranks}" > "$dir/settings.json"
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
     t=$SECONDS
@@ -61,18 +65,33 @@ for m in "${models[@]}"; do
     echo "$((SECONDS - t))" > "$dir/base.seconds"
   fi
   lr=$($bin/dist-train/dist-train --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
+  # The same final fine-tuning for both methods (a function: the same command for each).
+  finetune() {  # MODEL OUT_DIR: OUT_DIR/final_tuned.onnx and its summary, test accuracy, seconds
+    local t=$SECONDS
+    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$1" -o "$2/final_tuned.onnx" -f \
+      --epochs "$final_epochs" --lr "$lr" --set lr.warmup_epochs=0 --set final_polish_epochs=0 --set "seed=$s" \
+      --set data.validation_samples=5000 --set 'data.test_images=""' --set 'data.test_labels=""' \
+      --metrics "$2/final_tuned.metrics.jsonl" --checkpoint "$2/ckpt" > "$2/final_tuned.json"
+    rm -f "$2/ckpt"
+    echo $((SECONDS - t)) > "$2/final_tuned.seconds"
+    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 \
+      --evaluate "$2/final_tuned.onnx" --split test > "$2/final_tuned.test.json"
+  }
   for s in $seeds; do
     if [ ! -f "$dir/loop-s$s/summary.json" ]; then
       log "$m: pruning loop, seed $s"
       bash scripts/prune_loop.sh "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f --seed "$s" \
         --iterations "$iterations" --finetune-epochs "$epochs" --finetune-lr "$lr" --accuracy-drop "$drop" --ranks "$ranks" > /dev/null
     fi
+    if [ ! -f "$dir/loop-s$s/final_tuned.test.json" ]; then
+      log "$m: final fine-tuning of the loop's model, seed $s"
+      finetune "$dir/loop-s$s/final.onnx" "$dir/loop-s$s"
+    fi
     u=$dir/uniform-s$s
     if [ ! -f "$u/summary.json" ]; then
       log "$m: uniform baseline, seed $s"
       mkdir -p "$u"
       target=$($py -c "import json; print(json.load(open('$dir/loop-s$s/summary.json'))['params_after'])")
-      budget=$($py -c "import json; print(max(1, sum(e['finetune_epochs'] for e in json.load(open('$dir/loop-s$s/log.json')))))")
       best="" best_diff=""
       for r in $(seq 0 0.01 0.95); do
         p=$($bin/prune-rate/prune-rate "$dir/base.onnx" --rate "$r" 2>/dev/null | $py -c "import json,sys; print(json.load(sys.stdin)['totals']['params_after'])")
@@ -80,29 +99,19 @@ for m in "${models[@]}"; do
         if [ -z "$best" ] || [ "$d" -lt "$best_diff" ]; then best=$r best_diff=$d; fi
       done
       $bin/prune-rate/prune-rate "$dir/base.onnx" --rate "$best" -o "$u/pruned.onnx" -f --report "$u/prune.json"
-      t=$SECONDS
-      "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$u/pruned.onnx" -o "$u/final.onnx" -f \
-        --epochs "$budget" --lr "$lr" --set lr.warmup_epochs=0 --set final_polish_epochs=0 --set "seed=$s" \
-        --set data.validation_samples=5000 --set 'data.test_images=""' --set 'data.test_labels=""' \
-        --metrics "$u/metrics.jsonl" --checkpoint "$u/ckpt" > "$u/finetune.json"
-      rm -f "$u/ckpt"
-      secs=$((SECONDS - t))
-      "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 \
-        --evaluate "$u/final.onnx" --split test > "$u/test.json"
-      $py - "$u" "$best" "$budget" "$secs" <<'EOF'
+      finetune "$u/pruned.onnx" "$u"
+      $py - "$u" "$best" <<'EOF'
 import json, sys
 u = sys.argv[1]
-r, f, t = (json.load(open(f"{u}/{n}.json")) for n in ("prune", "finetune", "test"))
-json.dump({"rate": float(sys.argv[2]), "finetune_epochs": int(sys.argv[3]), "seconds": int(sys.argv[4]),
-           "params_before": r["totals"]["params_before"], "params_after": r["totals"]["params_after"],
-           "macs_before": r["totals"]["macs_before"], "macs_after": r["totals"]["macs_after"],
-           "validation_accuracy_after": f["validation_accuracy"], "test_accuracy_after": t["test_accuracy"]},
+r = json.load(open(f"{u}/prune.json"))
+json.dump({"rate": float(sys.argv[2]), "params_before": r["totals"]["params_before"], "params_after": r["totals"]["params_after"],
+           "macs_before": r["totals"]["macs_before"], "macs_after": r["totals"]["macs_after"]},
           open(f"{u}/summary.json", "w"), indent=1)
 EOF
     fi
   done
   # Inference speed: one process, the test set, 3 runs, the best.
-  for f in "$dir/base.onnx" "$dir"/loop-s*/final.onnx "$dir"/uniform-s*/final.onnx; do
+  for f in "$dir/base.onnx" "$dir"/loop-s*/final_tuned.onnx "$dir"/uniform-s*/final_tuned.onnx; do
     [ -f "$f.speed.json" ] && continue
     best=0
     for _ in 1 2 3; do

@@ -38,15 +38,24 @@ def main(out):
         base_speed = load(os.path.join(d, "base.onnx.speed.json")) if os.path.exists(os.path.join(d, "base.onnx.speed.json")) else {}
         base_secs = int(open(os.path.join(d, "base.seconds")).read()) if os.path.exists(os.path.join(d, "base.seconds")) else None
         base_acc = base_speed.get("test_accuracy")
+        settings = load(os.path.join(d, "settings.json")) if os.path.exists(os.path.join(d, "settings.json")) else {}
         entries = {"loop": [], "uniform": []}
         for method in entries:
             for s in sorted(glob.glob(os.path.join(d, f"{method}-s*", "summary.json"))):
+                run = os.path.dirname(s)
+                if not os.path.exists(os.path.join(run, "final_tuned.test.json")):
+                    continue  # not finished
                 e = load(s)
-                speed_file = os.path.join(os.path.dirname(s), "final.onnx.speed.json")
+                e["test_accuracy_after"] = load(os.path.join(run, "final_tuned.test.json"))["test_accuracy"]
+                speed_file = os.path.join(run, "final_tuned.onnx.speed.json")
                 e["speed"] = load(speed_file)["images_per_second"] if os.path.exists(speed_file) else None
-                e["seed"] = os.path.basename(os.path.dirname(s)).split("-s")[-1]
+                e["finetune_epochs"] = settings.get("final_epochs", 0)
+                e["seconds"] = int(open(os.path.join(run, "final_tuned.seconds")).read())
                 if method == "loop":
-                    e["finetune_epochs"] = sum(x["finetune_epochs"] for x in load(os.path.join(os.path.dirname(s), "log.json")))
+                    log = load(os.path.join(run, "log.json"))
+                    e["search_epochs"] = sum(x["finetune_epochs"] for x in log)
+                    e["search_seconds"] = load(s)["seconds"]
+                    e["seconds"] += e["search_seconds"]
                 entries[method].append(e)
         fig_data[model] = (entries, base_acc)
         for method, es in entries.items():
@@ -62,8 +71,9 @@ def main(out):
                 "speed": f"{base_speed.get('images_per_second', 0):,.0f} → " + mean_sd([e["speed"] for e in es if e["speed"]], 0)
                          if base_speed else "-",
                 "acc": (f"{100 * base_acc:.2f} → " if base_acc else "") + mean_sd([100 * e["test_accuracy_after"] for e in es]),
-                "iterations": mean_sd([e["iterations"] for e in es]) if method == "loop" else "-",
-                "epochs": mean_sd([e["finetune_epochs"] for e in es]),
+                "iterations": mean_sd([e["iterations"] for e in es], 1) if method == "loop" else "-",
+                "epochs": (f"{mean_sd([e['search_epochs'] for e in es], 0)} search + " if method == "loop" else "")
+                          + f"{es[0]['finetune_epochs']} final",
                 "wall": f"{statistics.mean(e['seconds'] for e in es) / 60:.0f} min per seed"
                         + (f" (+ base training {base_secs / 60:.0f} min)" if base_secs else ""),
                 "seeds": len(es),
