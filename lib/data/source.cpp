@@ -211,6 +211,15 @@ RangeSource::RangeSource(std::shared_ptr<const SampleSource> parent, int64_t beg
   origin_ = parent_->origin() + " [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ")";
 }
 
+std::pair<std::shared_ptr<const SampleSource>, std::shared_ptr<const SampleSource>> split_validation(
+    const std::shared_ptr<const SampleSource>& all, int64_t validation) {
+  if (validation >= all->size())
+    throw_error(ErrorKind::usage, "data.validation_samples " + std::to_string(validation) + " leaves no training samples of " +
+                                      all->origin() + " (" + std::to_string(all->size()) + ")");
+  const int64_t train = all->size() - validation;
+  return {std::make_shared<RangeSource>(all, 0, train), std::make_shared<RangeSource>(all, train, validation)};
+}
+
 void RangeSource::read(int64_t index, void* pixels, int32_t* label) const {
   check_index(index);
   parent_->read(begin_ + index, pixels, label);

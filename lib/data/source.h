@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/dataset.h"
@@ -98,6 +99,12 @@ class RangeSource final : public SampleSource {
   std::shared_ptr<const SampleSource> parent_;
   int64_t begin_;
 };
+
+// A training set and the validation split held out at its end: samples [0, size - validation)
+// and [size - validation, size). ErrorKind::usage when nothing would be left to train on (the
+// message names data.validation_samples, the configuration key that sets it).
+std::pair<std::shared_ptr<const SampleSource>, std::shared_ptr<const SampleSource>> split_validation(
+    const std::shared_ptr<const SampleSource>& all, int64_t validation);
 
 struct DataFiles {
   std::vector<std::string> images;  // one or more images files, concatenated in order

@@ -90,16 +90,6 @@ std::shared_ptr<const data::SampleSource> open(const std::string& images, const 
   return data::open_source(f);
 }
 
-// The training split and the held-out validation split: the last `validation` samples.
-std::pair<std::shared_ptr<const data::SampleSource>, std::shared_ptr<const data::SampleSource>> split_validation(
-    const std::shared_ptr<const data::SampleSource>& all, int64_t validation) {
-  if (validation >= all->size())
-    throw_error(ErrorKind::usage, "data.validation_samples " + std::to_string(validation) + " leaves no training samples of " +
-                                      all->origin() + " (" + std::to_string(all->size()) + ")");
-  const int64_t train = all->size() - validation;
-  return {std::make_shared<data::RangeSource>(all, 0, train), std::make_shared<data::RangeSource>(all, train, validation)};
-}
-
 // Test-set evaluation through nn/evaluate.h: each rank runs its shard, the sums are allreduced.
 nn::EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Communicator& comm,
                            const std::shared_ptr<const data::SampleSource>& test) {
@@ -250,7 +240,7 @@ class Trainer {
   void open_data() {
     train_src_ = open(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
     if (cfg_.data.validation_samples > 0) {
-      auto [train, validation] = split_validation(train_src_, cfg_.data.validation_samples);
+      auto [train, validation] = data::split_validation(train_src_, cfg_.data.validation_samples);
       train_src_ = train;
       validation_src_ = validation;
       spdlog::info("validation split: the last {} of {} training samples (not trained on)", validation_src_->size(),
@@ -528,7 +518,7 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
   } else {
     if (cfg.data.validation_samples <= 0)
       throw_error(ErrorKind::usage, "--split validation needs data.validation_samples > 0 in the configuration");
-    src = split_validation(open(cfg.data.train_images, cfg.data.train_labels, cfg.data.cache, "train"),
+    src = data::split_validation(open(cfg.data.train_images, cfg.data.train_labels, cfg.data.cache, "train"),
                            cfg.data.validation_samples).second;
   }
   const auto t0 = std::chrono::steady_clock::now();

@@ -26,6 +26,10 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--std", o.std, "Per-channel standard deviation, as --mean")->group(group);
 }
 
+bool DataOptions::given() const {
+  return !config.empty() || !images.empty() || !labels.empty() || !mean.empty() || !std.empty();
+}
+
 TrainingData resolve_data_options(const DataOptions& o) {
   const bool direct = !o.images.empty() || !o.labels.empty() || !o.mean.empty() || !o.std.empty();
   if (o.config.empty() == !direct || (direct && o.images.empty()))
@@ -60,11 +64,7 @@ std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData&
   if (!d.labels.empty()) files.labels = {d.labels};
   files.cache = d.cache;
   auto all = data::open_source(files);
-  if (d.validation_samples <= 0) return all;
-  if (d.validation_samples >= all->size())
-    throw_error(ErrorKind::usage, "data.validation_samples " + std::to_string(d.validation_samples) + " leaves no training samples of " +
-                                      all->origin() + " (" + std::to_string(all->size()) + ")");
-  return std::make_shared<data::RangeSource>(all, 0, all->size() - d.validation_samples);
+  return d.validation_samples > 0 ? data::split_validation(all, d.validation_samples).first : all;
 }
 
 train::SensitivityOptions first_batches_options(const TrainingData& d, int64_t batches, int64_t batch_size) {

@@ -28,6 +28,7 @@ namespace hpcnn::tool {
 struct DataOptions {
   std::string config;
   std::string images, labels, mean, std;
+  bool given() const;  // any flag of the group was used
 };
 
 struct TrainingData {

@@ -117,8 +117,7 @@ int main(int argc, char** argv) {
                           : external == "never" ? hpcnn::onnxu::ExternalData::never
                                                 : hpcnn::onnxu::ExternalData::automatic;
         o.overwrite = force;
-        const bool data_driven = !data.config.empty() || !data.images.empty() || !data.labels.empty() ||
-                                 !data.mean.empty() || !data.std.empty();
+        const bool data_driven = data.given();
         hpcnn::tool::TrainingData td;
         if (data_driven) {
           td = hpcnn::tool::resolve_data_options(data);

@@ -69,8 +69,7 @@ int main(int argc, char** argv) {
         if (opt_layer->count()) o.layer = layer;
         o.structure = structure == "spatial" ? hpcnn::fcl::Structure::spatial : hpcnn::fcl::Structure::channel;
         o.init = init == "random" ? hpcnn::fcl::Init::random : init == "data" ? hpcnn::fcl::Init::data : hpcnn::fcl::Init::svd;
-        const bool data_given = !data.config.empty() || !data.images.empty() || !data.labels.empty() || !data.mean.empty() ||
-                                !data.std.empty();
+        const bool data_given = data.given();
         if (data_given != (o.init == hpcnn::fcl::Init::data))
           hpcnn::throw_error(hpcnn::ErrorKind::usage, data_given ? "training data go with --init data"
                                                                  : "--init data needs training data: --config TRAIN.json or --data ...");
