@@ -17,6 +17,7 @@ debs=(
   python3 python3-venv python3-dev time
   clang libclang-rt-14-dev
   dataset-fashion-mnist
+  slurmctld slurmd slurm-client munge shellcheck     # the cluster tests: a one-host Slurm, the job scripts checked
 )
 
 missing=()
@@ -29,7 +30,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The Slurm and munge packages would start their system services, which have no configuration
+  # yet (the tests run their own daemons from a temporary folder): a policy-rc.d that answers
+  # "not now" keeps them stopped during the installation, unless the machine already has one.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    own_policy=1
+  fi
+  status=0
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
+  [ "$own_policy" = 0 ] || $sudo rm -f "$policy"
+  [ "$status" = 0 ] || exit "$status"
 fi
 
 # Python: Debian's interpreter (the venv must not depend on whatever python3 is first on PATH).

@@ -87,7 +87,9 @@ std::shared_ptr<const data::SampleSource> open(const std::string& images, const 
   f.images = {images};
   if (!labels.empty()) f.labels = {labels};
   f.cache = cache;
-  return data::open_source(f);
+  auto source = data::open_source(f);
+  spdlog::info("{} data: {} samples from {}", what, source->size(), source->origin());
+  return source;
 }
 
 // Test-set evaluation through nn/evaluate.h: each rank runs its shard, the sums are allreduced.

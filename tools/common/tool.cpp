@@ -27,6 +27,14 @@ void init_rank_logging(const ToolSpec& spec, int verbosity) {
 
 }  // namespace
 
+bool asks_only_for_help_or_version(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h" || a == "--version") return true;
+  }
+  return false;
+}
+
 int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<void(CLI::App&)>& setup,
              const std::function<int(const Context&)>& body) {
   install_signal_cleanup(spec.graceful_stop);

@@ -39,6 +39,11 @@ struct Context {
   bool progress = false;    // stderr is a terminal, not quiet, rank 0: progress bars may be drawn
 };
 
+// True when the command line asks only for --help / -h / --version: the tools that start MPI
+// skip it then, so that `dist-train --version` answers on a login node or in a job step whose
+// launcher the MPI library does not support (the cluster environment check runs it so).
+bool asks_only_for_help_or_version(int argc, char** argv);
+
 // setup adds the tool's flags to `app`; body does the work and returns the exit code.
 int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<void(CLI::App&)>& setup,
              const std::function<int(const Context&)>& body);

@@ -35,7 +35,8 @@ void on_first_signal(int signal) {
 int main(int argc, char** argv) {
   std::unique_ptr<hpcnn::dist::Communicator> comm;
   try {
-    comm = hpcnn::dist::make_communicator(&argc, &argv);
+    comm = hpcnn::tool::asks_only_for_help_or_version(argc, argv) ? hpcnn::dist::make_single_communicator()
+                                                                   : hpcnn::dist::make_communicator(&argc, &argv);
     hpcnn::set_process_identity(comm->rank(), comm->host());
     g_rank = comm->rank();  // device errors name the rank and host
   } catch (const hpcnn::Error& e) {

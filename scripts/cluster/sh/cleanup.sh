@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# cleanup.sh JOB_ID: after training (stage.cleanup), removes what stage.sh put in this node's
+# scratch folder: the manifest's files, train.json and the stage markers, then the folders left
+# empty. Nothing else: a scratch path such as /tmp is never emptied.
+set -euo pipefail
+HPCNN_JOB_ID=${1:?usage: cleanup.sh JOB_ID}
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+[ -f "$scratch/.staged" ] || exit 0  # another process of this node cleaned up already
+while IFS=$'\t' read -r _ rel; do
+  rm -f -- "${scratch:?}/$rel"
+  dir=$(dirname "$rel")
+  while [ "$dir" != . ]; do
+    rmdir -- "$scratch/$dir" 2>/dev/null || break
+    dir=$(dirname "$dir")
+  done
+done < "$job_dir/payload/manifest.tsv"
+rm -f -- "$scratch/train.json" "$scratch/.staged" "$scratch/.stage.lock"
+rmdir -- "$scratch" 2>/dev/null || true
+echo "hpcnn: node $node: cleaned up $scratch"

@@ -1,0 +1,309 @@
+"""scripts/cluster/launch.py as a user runs it: job folders for every example cluster description
+(golden job scripts, bash -n, shellcheck), bad descriptions and configurations (clear errors, no
+job folder left), --dry-run, staging once per node (two node names mapped to two scratch
+folders), the environment check's failures, cleanup, and a real run of the `none` scheduler
+(mpirun, 2 ranks, in the background) that trains from the staged, huffgpu-compressed shards.
+The real Slurm run is tests/cli/test_cluster_slurm.py."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hpcnn_test as H
+from test_dist_train import FM, fashion_mnist, small_idx, tiny_cnn  # noqa: F401 (the dataset check)
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCH = REPO / "scripts" / "cluster" / "launch.py"
+GOLDEN = Path(__file__).resolve().parent / "golden_cluster"
+EXAMPLES = ["slurm-gpu", "pbs", "fugaku", "abci", "local"]
+
+
+def train_config(tmp, n=512, **over):
+    """A small dist-train configuration: the first n Fashion-MNIST training images, the tiny CNN."""
+    data = small_idx(tmp, n)
+    data["test_images"], data["test_labels"] = data["train_images"], data["train_labels"]
+    c = {"model": str(tiny_cnn(str(tmp / "tiny.onnx"))), "data": data, "epochs": 1, "batch_size": 32,
+         "max_steps_per_epoch": 4, "eval_batch_size": 256, "seed": 5}
+    c.update(over)
+    p = tmp / "train.json"
+    p.write_text(json.dumps(c))
+    return p
+
+
+def description(tmp, **over):
+    d = {"name": "t", "scheduler": "none", "nodes": 1, "ranks_per_node": 2, "cores_per_node": 2, "threads_per_rank": 1,
+         "scratch": str(tmp / "scratch" / "%n" / "%j"), "mpi": {"bind": "none"}}
+    if os.geteuid() == 0:
+        d["mpi"]["args"] = ["--allow-run-as-root", "--oversubscribe"]
+    d.update(over)
+    p = tmp / "cluster.json"
+    p.write_text(json.dumps(d))
+    return p
+
+
+def launch(*args, env=None, check=True):
+    e = dict(os.environ, **(env or {}))
+    p = subprocess.run([sys.executable, str(LAUNCH), "--bin", H.BIN_DIR, *map(str, args)], capture_output=True,
+                       text=True, env=e, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"launch.py {' '.join(map(str, args))} exited {p.returncode}:\n{p.stderr}")
+    return p
+
+
+def normalise(text, job_dir):
+    text = text.replace(str(job_dir), "@JOB@")
+    return re.sub(r"HPCNN_PAYLOAD_BYTES=\d+", "HPCNN_PAYLOAD_BYTES=@BYTES@", text)
+
+
+def shellcheck(folder):
+    files = ["job.sh", "env.sh", "common.sh", "stage.sh", "envcheck.sh", "rank.sh", "cleanup.sh"]
+    p = subprocess.run(["shellcheck", "-x", *files], cwd=folder, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for f in files:
+        p = subprocess.run(["bash", "-n", f], cwd=folder, capture_output=True, text=True)
+        assert p.returncode == 0, f"bash -n {f}: {p.stderr}"
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_job_scripts_match_golden_files(tmp_path, name):
+    """The job script and settings generated for each example description, byte for byte (paths
+    normalised); they pass bash -n and shellcheck. HPCNN_UPDATE_GOLDEN=1 rewrites the files."""
+    job = tmp_path / "job"
+    launch("--cluster", REPO / "configs" / "cluster" / f"{name}.json", "--config", train_config(tmp_path),
+           "--job-dir", job)
+    shellcheck(job)
+    for kind in ("job.sh", "env.sh"):
+        got = normalise((job / kind).read_text(), job)
+        golden = GOLDEN / f"{name}.{kind}"
+        if os.environ.get("HPCNN_UPDATE_GOLDEN") == "1":
+            golden.write_text(got)
+        assert got == golden.read_text(), f"{kind} for {name} differs from {golden}"
+
+
+def test_directives_and_launch_lines_per_scheduler(tmp_path):
+    """What each job system needs, checked independently of the golden files."""
+    cfg = train_config(tmp_path)
+    job = {}
+    for name in EXAMPLES:
+        out = launch("--cluster", REPO / "configs" / "cluster" / f"{name}.json", "--config", cfg, "--dry-run")
+        job[name] = json.loads(out.stdout)
+        job[name]["script"] = out.stderr
+    s = job["slurm-gpu"]
+    assert "#SBATCH --nodes=2" in s["script"] and "#SBATCH --ntasks-per-node=4" in s["script"]
+    assert "#SBATCH --gpus-per-node=4" in s["script"] and "#SBATCH --cpus-per-task=8" in s["script"]
+    assert s["staging_command"].startswith("srun --nodes=2 --ntasks=2 --ntasks-per-node=1")
+    assert s["train_command"] == "mpirun -np 8 --map-by ppr:4:node:PE=8 --bind-to core"
+    p = job["pbs"]
+    assert "#PBS -l select=4:ncpus=36:mpiprocs=2:ompthreads=18" in p["script"]
+    assert '--hostfile "$PBS_NODEFILE"' in p["train_command"] and p["submit_command"][0] == "qsub"
+    f = job["fugaku"]
+    assert '#PJM -L "node=16"' in f["script"] and '#PJM -L "rscgrp=small"' in f["script"]
+    assert '#PJM --mpi "max-proc-per-node=4"' in f["script"] and "llio_transfer" in f["script"]
+    assert f["train_command"] == "mpiexec -n 64" and f["submit_command"][0] == "pjsub"
+    a = job["abci"]
+    assert "#$ -l rt_F=2" in a["script"] and "#$ -l h_rt=01:00:00" in a["script"]
+    assert a["submit_command"][:3] == ["qsub", "-g", "gaa00000"]
+    assert "--hostfile \"$SGE_JOB_HOSTLIST\"" in a["train_command"]
+    assert job["local"]["submit_command"][0] == "bash" and job["local"]["ranks"] == 2
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"nodez": 1}, "unknown key 'nodez' (valid keys: name, scheduler"),
+    ({"mpi": {"flavor": "openmpi"}}, "unknown key 'mpi.flavor' (valid keys: flavour"),
+    ({"stage": {"data": 1}}, "'stage.data' must be a JSON bool"),
+    ({"nodes": "2"}, "'nodes' must be an integer"),
+    ({"nodes": True}, "'nodes' must be an integer"),
+    ({"nodes": 0}, "'nodes' must be >= 1"),
+    ({"scheduler": "lsf"}, "'scheduler' must be one of slurm, pbs, pjm, uge, none"),
+    ({"threads_per_rank": 2}, "ranks_per_node x threads_per_rank = 2 x 2 = 4 exceeds cores_per_node = 2"),
+    ({"gpus_per_node": 1}, "ranks_per_node = 2 exceeds gpus_per_node = 1"),
+    ({"wall_time": "2h"}, "'wall_time' must be HH:MM:SS"),
+    ({"scheduler": "pjm"}, "set mpi.flavour to 'fujitsu'"),
+    ({"scheduler": "uge"}, "needs 'resource_type'"),
+    ({"nodes": 2}, "needs 'hostfile'"),
+    ({"scratch": "scratch"}, "'scratch' must be an absolute path"),
+    ({"environment": {"NCCL_DEBUG": 1}}, "'environment.NCCL_DEBUG' must be a string"),
+])
+def test_bad_descriptions_are_refused_naming_file_and_key(tmp_path, change, message):
+    d = json.loads(description(tmp_path).read_text())
+    d.update(change)
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    p = launch("--cluster", tmp_path / "bad.json", "--config", train_config(tmp_path), "--job-dir", tmp_path / "job",
+               check=False)
+    assert p.returncode == 2, p.stderr
+    assert str(tmp_path / "bad.json") in p.stderr and message in p.stderr, p.stderr
+    assert not (tmp_path / "job").exists()
+
+
+def test_missing_required_key_and_unreadable_files(tmp_path):
+    d = json.loads(description(tmp_path).read_text())
+    del d["scratch"]
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    cfg = train_config(tmp_path)
+    p = launch("--cluster", tmp_path / "bad.json", "--config", cfg, check=False)
+    assert p.returncode == 2 and "key 'scratch' is required" in p.stderr
+    (tmp_path / "trunc.json").write_text(description(tmp_path).read_text()[:40])
+    p = launch("--cluster", tmp_path / "trunc.json", "--config", cfg, check=False)
+    assert p.returncode == 2 and "trunc.json: not JSON" in p.stderr
+    (tmp_path / "empty.json").write_text("")
+    p = launch("--cluster", tmp_path / "empty.json", "--config", cfg, check=False)
+    assert p.returncode == 2 and "empty.json: not JSON" in p.stderr
+    p = launch("--cluster", tmp_path / "absent.json", "--config", cfg, check=False)
+    assert p.returncode == 2 and "absent.json: cannot read" in p.stderr
+
+
+def test_bad_training_configuration_or_data_leave_no_job_folder(tmp_path):
+    desc = description(tmp_path)
+    cfg = json.loads(train_config(tmp_path).read_text())
+    cfg["optimiser"] = {}
+    (tmp_path / "bad.json").write_text(json.dumps(cfg))
+    p = launch("--cluster", desc, "--config", tmp_path / "bad.json", "--job-dir", tmp_path / "job", check=False)
+    assert p.returncode == 2 and "optimiser" in p.stderr, p.stderr
+    cfg = json.loads(train_config(tmp_path).read_text())
+    cfg["data"]["train_images"] = str(tmp_path / "absent.idx")
+    (tmp_path / "bad.json").write_text(json.dumps(cfg))
+    p = launch("--cluster", desc, "--config", tmp_path / "bad.json", "--job-dir", tmp_path / "job", check=False)
+    assert p.returncode == 2 and "absent.idx" in p.stderr, p.stderr
+    # A corrupt gzip data file fails while the payload is made: no job folder, no temporary folder.
+    (tmp_path / "bad.gz").write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"garbage")
+    cfg["data"]["train_images"] = str(tmp_path / "bad.gz")
+    (tmp_path / "bad.json").write_text(json.dumps(cfg))
+    p = launch("--cluster", desc, "--config", tmp_path / "bad.json", "--job-dir", tmp_path / "job", check=False)
+    assert p.returncode == 2 and "bad.gz" in p.stderr, p.stderr
+    assert not [f for f in os.listdir(tmp_path) if f.startswith((".job", "job"))]
+
+
+def test_dry_run_writes_nothing_and_existing_folder_needs_force(tmp_path):
+    desc, cfg, job = description(tmp_path), train_config(tmp_path), tmp_path / "job"
+    p = launch("--cluster", desc, "--config", cfg, "--job-dir", job, "--dry-run")
+    r = json.loads(p.stdout)
+    assert r["dry_run"] and r["train_command"].startswith("mpirun -np 2 --map-by ppr:2:node --bind-to none")
+    assert "#!/bin/bash" in p.stderr and "environment check on every node" in p.stderr
+    assert [s["action"] for s in r["staged"] if s["path"].startswith("data/")] == ["huffgpu"] * 4
+    assert not job.exists()
+    launch("--cluster", desc, "--config", cfg, "--job-dir", job)
+    p = launch("--cluster", desc, "--config", cfg, "--job-dir", job, check=False)
+    assert p.returncode == 1 and "exists (use -f" in p.stderr
+    launch("--cluster", desc, "--config", cfg, "--job-dir", job, "-f")
+
+
+def node_script(job, script, node, job_id="J1", env=None, **kw):
+    e = dict(os.environ, HPCNN_NODE=node, **(env or {}))
+    return subprocess.Popen(["bash", str(job / script), job_id], env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def finish(p):
+    out, err = p.communicate(timeout=120)
+    return p.returncode, out, err
+
+
+def test_staging_happens_once_per_node(tmp_path):
+    """Two node names mapped to two scratch folders (scratch = .../%n/%j): three processes on
+    node a and one on node b stage concurrently; each node copies once, and its dist-train
+    configuration points at its own folder."""
+    job = tmp_path / "job"
+    r = json.loads(launch("--cluster", description(tmp_path), "--config", train_config(tmp_path), "--job-dir", job).stdout)
+    procs = [node_script(job, "stage.sh", n) for n in ("a", "a", "b", "a")]
+    for p in procs:
+        code, out, err = finish(p)
+        assert code == 0, err
+    log = (job / "out" / "stage.log").read_text().splitlines()
+    assert sorted(line.split()[0] for line in log) == ["a", "b"], log
+    assert (job / "out" / "envcheck.log").read_text().split() == ["a", "ok", "b", "ok"] or \
+        sorted((job / "out" / "envcheck.log").read_text().splitlines()) == ["a ok", "b ok"]
+    for n in ("a", "b"):
+        scratch = tmp_path / "scratch" / n / "J1"
+        for s in r["staged"]:
+            assert (scratch / s["path"]).stat().st_size == s["bytes"]
+        cfg = json.loads((scratch / "train.json").read_text())
+        assert cfg["data"]["train_images"] == str(scratch / "data/train_images/img.idx.huf")
+        assert cfg["output"] == str(job / "out" / "trained.onnx")
+    # The staged shard decodes to the original bytes (huffgpu on the wire, the data unchanged).
+    d = subprocess.run([H.tool("huffgpu-decode"), "-c", tmp_path / "scratch/b/J1/data/train_images/img.idx.huf"],
+                       capture_output=True, check=True)
+    assert d.stdout == (tmp_path / "img.idx").read_bytes()
+    # A rank on a node that was not staged stops with the reason.
+    code, _, err = finish(node_script(job, "rank.sh", "c"))
+    assert code == 1 and "node c: error: this node was not staged" in err
+    # Cleanup removes what staging wrote, and nothing else.
+    (tmp_path / "scratch/a/J1/mine.txt").write_text("user file")
+    for n in ("a", "b"):
+        code, _, err = finish(node_script(job, "cleanup.sh", n))
+        assert code == 0, err
+    assert os.listdir(tmp_path / "scratch/a/J1") == ["mine.txt"]
+    assert not (tmp_path / "scratch/b/J1").exists()
+
+
+def test_environment_check_failures_name_the_node_and_reason(tmp_path):
+    job = tmp_path / "job"
+    launch("--cluster", description(tmp_path), "--config", train_config(tmp_path), "--job-dir", job)
+    code, _, err = finish(node_script(job, "stage.sh", "a"))
+    assert code == 0, err
+    # A staged shard corrupted on the node: the check decodes it and fails.
+    shard = tmp_path / "scratch/a/J1/data/train_images/img.idx.huf"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x5A
+    shard.write_bytes(bytes(data))
+    code, _, err = finish(node_script(job, "envcheck.sh", "a"))
+    assert code == 1 and "node a: error: data file" in err and "does not decode" in err, err
+    # More ranks x threads than the node has cores online.
+    env_sh = (job / "env.sh").read_text()
+    (job / "env.sh").write_text(env_sh.replace("HPCNN_THREADS_PER_RANK=1", "HPCNN_THREADS_PER_RANK=4096"))
+    code, _, err = finish(node_script(job, "stage.sh", "b"))
+    assert code == 1 and f"2 x 4096 = 8192 exceeds the {os.cpu_count()} cores online" in err, err
+    (job / "env.sh").write_text(env_sh)
+    # A missing binary on the node, an expected MPI version that is not there, a scratch variable not set.
+    os.remove(tmp_path / "scratch/a/J1/bin/huffgpu-decode")
+    code, _, err = finish(node_script(job, "envcheck.sh", "a"))
+    assert code == 1 and "huffgpu-decode is missing" in err, err
+    (job / "env.sh").write_text(env_sh.replace("HPCNN_MPI_VERSION=''", "HPCNN_MPI_VERSION=9.9.9"))
+    code, _, err = finish(node_script(job, "stage.sh", "c"))
+    assert code == 1 and "the cluster description expects '9.9.9'" in err, err
+    # GPUs: a node whose nvidia-smi (a stand-in here, so that the outcome does not depend on this
+    # host) lists fewer GPUs than gpus_per_node; then enough GPUs but an NCCL that is not the one expected.
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: Stand-in (UUID: GPU-0)'\n")
+    os.chmod(fake / "nvidia-smi", 0o755)
+    path = {"PATH": f"{fake}:{os.environ['PATH']}"}
+    (job / "env.sh").write_text(env_sh.replace("HPCNN_GPUS_PER_NODE=0", "HPCNN_GPUS_PER_NODE=2"))
+    code, _, err = finish(node_script(job, "stage.sh", "g1", env=path))
+    assert code == 1 and "nvidia-smi sees 1 GPUs; gpus_per_node is 2" in err, err
+    (job / "env.sh").write_text(env_sh.replace("HPCNN_GPUS_PER_NODE=0", "HPCNN_GPUS_PER_NODE=1")
+                                .replace("HPCNN_NCCL_VERSION=''", "HPCNN_NCCL_VERSION=0.0.0"))
+    code, _, err = finish(node_script(job, "stage.sh", "g2", env=path))
+    assert code == 1 and "libnccl" in err and "0.0.0" in err, err
+    (job / "env.sh").write_text(env_sh.replace(f"HPCNN_SCRATCH_PATTERN={tmp_path}/scratch",
+                                               "HPCNN_SCRATCH_PATTERN='${HPCNN_NO_SUCH_VAR}'/scratch"))
+    code, _, err = finish(node_script(job, "stage.sh", "d"))
+    assert code == 1 and "uses ${HPCNN_NO_SUCH_VAR}, which is not set" in err, err
+
+
+def test_none_scheduler_job_trains_from_staged_shards(tmp_path):
+    """--submit with scheduler `none`: the job script runs in the background (mpirun, 2 ranks),
+    stages, checks, trains from the staged huffgpu shards and cleans up."""
+    job = tmp_path / "job"
+    r = json.loads(launch("--cluster", description(tmp_path), "--config", train_config(tmp_path), "--job-dir", job,
+                          "--submit", env={"OMP_NUM_THREADS": "1"}).stdout)
+    assert r["job_id"].startswith("local-")
+    out = job / "out" / "job.out"
+    deadline = time.time() + 300
+    while not re.search(r"done:|error", out.read_text() if out.exists() else ""):
+        assert time.time() < deadline, out.read_text() if out.exists() else "no job output"
+        time.sleep(1)
+    time.sleep(1)  # the last lines of the job
+    text = out.read_text()
+    assert "done:" in text, text
+    scratch = tmp_path / "scratch" / os.uname().nodename.split(".")[0] / r["job_id"]
+    assert f"train data: 512 samples from {scratch}/data/train_images/img.idx.huf" in text, text
+    summary = json.loads((job / "out" / "summary.json").read_text().strip().splitlines()[-1])
+    assert summary["world_size"] == 2 and summary["steps"] == 4
+    assert (job / "out" / "trained.onnx").exists() and len((job / "out" / "metrics.jsonl").read_text().splitlines()) == 1
+    assert not scratch.exists()  # cleaned up
