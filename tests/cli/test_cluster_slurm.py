@@ -41,7 +41,7 @@ def free_ports(n):
 
 
 SLURM_CONF = """ClusterName=hpcnntest
-SlurmctldHost=localhost
+SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
 AuthType=auth/munge
 AuthInfo=socket={dir}/munge/socket
