@@ -193,6 +193,15 @@ def test_dry_run_writes_nothing_and_existing_folder_needs_force(tmp_path):
     launch("--cluster", desc, "--config", cfg, "--job-dir", job, "-f")
 
 
+def test_launcher_needs_only_the_standard_library(tmp_path):
+    """Login nodes have no venv: the launcher runs under `python3 -I -S` (no site-packages)."""
+    p = subprocess.run(["/usr/bin/python3", "-I", "-S", str(LAUNCH), "--bin", H.BIN_DIR, "--cluster",
+                        description(tmp_path), "--config", train_config(tmp_path), "--dry-run"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["ranks"] == 2
+
+
 def node_script(job, script, node, job_id="J1", env=None, **kw):
     e = dict(os.environ, HPCNN_NODE=node, **(env or {}))
     return subprocess.Popen(["bash", str(job / script), job_id], env=e, stdout=subprocess.PIPE,
