@@ -37,6 +37,7 @@ GRAPH = {
     "fcl": ["onnx"],
     "data": ["core", "tensor", "huffman"],
     "train": ["nn", "data", "dist", "onnx"],
+    "bn": ["train"],
 }
 INTERNAL = ("cpu", "cuda")  # folders private to their module
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)

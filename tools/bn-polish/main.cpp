@@ -1,0 +1,151 @@
+// bn-polish: re-estimates the BatchNormalization statistics of a trained ONNX model on
+// non-augmented training data, weights frozen (lib/bn/polish.h); under mpirun the batches are
+// split over the ranks and the statistics are exact for any world size.
+#include <chrono>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "bn/polish.h"
+#include "common/data_options.h"
+#include "common/outputs.h"
+#include "common/tool.h"
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "onnx/model.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace {
+
+using nlohmann::ordered_json;
+
+double average(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+ordered_json layer_json(const hpcnn::bn::LayerStatistics& s) {
+  double mean_change = 0, var_change = 0;
+  for (size_t c = 0; c < s.new_mean.size(); ++c) {
+    mean_change = std::max(mean_change, std::abs(s.new_mean[c] - s.old_mean[c]));
+    if (s.old_var[c] > 0) var_change = std::max(var_change, std::abs(s.new_var[c] / s.old_var[c] - 1));
+  }
+  return {{"name", s.node},
+          {"input", s.input},
+          {"channels", s.channels},
+          {"pass", s.pass},
+          {"old", {{"mean_average", average(s.old_mean)}, {"var_average", average(s.old_var)}}},
+          {"new", {{"mean_average", average(s.new_mean)}, {"var_average", average(s.new_var)}}},
+          {"max_abs_mean_change", mean_change},
+          {"max_rel_var_change", var_change}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::unique_ptr<hpcnn::dist::Communicator> comm;
+  try {
+    comm = hpcnn::tool::asks_only_for_help_or_version(argc, argv) ? hpcnn::dist::make_single_communicator()
+                                                                   : hpcnn::dist::make_communicator(&argc, &argv);
+  } catch (const hpcnn::Error& e) {
+    std::cerr << "bn-polish: error: " << e.what() << "\n";
+    return e.exit_code();
+  }
+  std::string model, output, report_file, external = "auto";
+  int64_t samples = 0, batch_size = 256;
+  bool force = false, test_accuracy = false;
+  hpcnn::tool::DataOptions data;
+  return hpcnn::tool::run_tool(
+      {.name = "bn-polish",
+       .description =
+           "Re-estimates the BatchNormalization statistics (running_mean, running_var) of a trained ONNX\n"
+           "model on non-augmented training data, weights frozen (Final Polishing, Kasagi et al. HPDC 2020;\n"
+           "PreciseBN). Under mpirun the batches are split over the ranks. The JSON report goes to stdout.",
+       .rank = comm->rank(),
+       .world = comm->size(),
+       .on_failure = [&](int code) { if (comm->size() > 1) comm->abort(code); }},
+      argc, argv,
+      [&](CLI::App& app) {
+        app.add_option("model", model, "Input ONNX model")->required();
+        app.add_option("-o,--output", output, "Write the model with re-estimated statistics here (atomically)")->required();
+        hpcnn::tool::add_data_options(app, data);
+        app.add_option("--samples", samples, "K: the first K training samples (default: all of them)")
+            ->check(CLI::PositiveNumber)->group("Training data");
+        app.add_option("--batch-size", batch_size, "Samples per forward batch (default 256; the statistics do not depend on it)")
+            ->check(CLI::PositiveNumber)->group("Training data");
+        app.add_flag("--test-accuracy", test_accuracy,
+                     "Also report the test accuracy before and after (the --config's data.test_*)");
+        app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
+        app.add_option("--external-data", external,
+                       "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
+            ->check(CLI::IsMember({"auto", "always", "never"}));
+        app.add_flag("-f,--force", force, "Overwrite existing output files");
+      },
+      [&](const hpcnn::tool::Context&) {
+        if (output == "-") hpcnn::throw_error(hpcnn::ErrorKind::usage, "-o -: bn-polish writes models to files, not to stdout");
+        if (test_accuracy && data.config.empty())
+          hpcnn::throw_error(hpcnn::ErrorKind::usage, "--test-accuracy needs --config TRAIN.json (its data.test_images/labels)");
+        const hpcnn::tool::TrainingData td = hpcnn::tool::resolve_data_options(data);
+        hpcnn::train::TrainConfig cfg;
+        if (test_accuracy) {
+          cfg = hpcnn::train::load_config(data.config, {});
+          if (cfg.data.test_images.empty())
+            hpcnn::throw_error(hpcnn::ErrorKind::usage, "--test-accuracy: " + data.config + " names no data.test_images");
+        }
+        if (comm->rank() == 0)
+          hpcnn::tool::prepare_outputs({{output, "the output"}, {output + ".data", "the output's external data", true},
+                                        {report_file, "--report"}},
+                                       {model}, force);
+        hpcnn::tool::Report report(comm->rank() == 0 ? report_file : "");
+        const auto t0 = std::chrono::steady_clock::now();
+        hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
+        hpcnn::bn::PolishOptions po;
+        po.samples = samples;
+        po.batch_size = batch_size;
+        po.normalise.mean = td.mean;
+        po.normalise.std = td.std;
+        const hpcnn::bn::PolishResult r = hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r.layers.empty())
+          spdlog::warn("{} has no BatchNormalization node: the model is written unchanged", model);
+        else
+          spdlog::info("{} BatchNormalization node(s) re-estimated over {} samples of {} in {} pass(es), {:.1f} s",
+                       r.layers.size(), r.samples, td.images, r.passes, secs);
+        if (comm->rank() == 0) {
+          const auto ext = external == "always"  ? hpcnn::onnxu::ExternalData::always
+                           : external == "never" ? hpcnn::onnxu::ExternalData::never
+                                                 : hpcnn::onnxu::ExternalData::automatic;
+          hpcnn::onnxu::save_model(m.proto, output, hpcnn::onnxu::output_save_options(m, ext, force));
+        }
+        ordered_json j{{"model", model},
+                       {"output", output},
+                       {"data", td.images},
+                       {"samples", r.samples},
+                       {"batch_size", batch_size},
+                       {"batches", r.batches},
+                       {"passes", r.passes},
+                       {"forward_samples", r.samples * r.passes},
+                       {"seconds", secs},
+                       {"world_size", comm->size()},
+                       {"variance", "population: sum (x - mean)^2 / n, n = samples * H * W"}};
+        ordered_json layers = ordered_json::array();
+        for (const auto& s : r.layers) layers.push_back(layer_json(s));
+        j["layers"] = layers;
+        if (test_accuracy) {
+          comm->barrier();  // the output is written
+          const auto before = hpcnn::train::run_evaluation(cfg, *comm, model);
+          const auto after = hpcnn::train::run_evaluation(cfg, *comm, output);
+          j["test_accuracy_before"] = before["test_accuracy"];
+          j["test_accuracy_after"] = after["test_accuracy"];
+          j["test_loss_before"] = before["test_loss"];
+          j["test_loss_after"] = after["test_loss"];
+          spdlog::info("test accuracy {:.4f} -> {:.4f}", before["test_accuracy"].get<double>(),
+                       after["test_accuracy"].get<double>());
+        }
+        if (comm->rank() == 0) report.write(j.dump(2) + "\n");
+        return 0;
+      });
+}
