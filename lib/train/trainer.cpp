@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "core/threads.h"
@@ -24,6 +25,7 @@
 #include "nn/model.h"
 #include "nn/proto_tensor.h"
 #include "nn/threads.h"
+#include "onnx/costs.h"
 #include "onnx/model.h"
 #include "train/checkpoint.h"
 #include "train/batchnorm_sync.h"
@@ -513,7 +515,9 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
     throw_error(ErrorKind::usage, "evaluation split '" + split + "': expected test or validation");
   set_threads(cfg, comm);
   const std::string path = model_path.empty() ? cfg.model : model_path;
-  nn::Model model = nn::Model::load(path);
+  const onnxu::Model proto = onnxu::load_model(path);
+  const onnxu::Costs costs = onnxu::count_costs(onnxu::GraphView(proto.proto.graph()), onnxu::infer_shapes(proto.proto));
+  nn::Model model(proto.proto, path);
   std::shared_ptr<const data::SampleSource> src;
   if (split == "test") {
     src = open(cfg.data.test_images, cfg.data.test_labels, cfg.data.cache, "test");
@@ -533,6 +537,10 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
               {split + "_top5", e.top5},
               {split + "_loss", e.mean_loss},
               {"seconds", secs},
+              {"images_per_second", secs > 0 ? static_cast<double>(e.samples) / secs : 0.0},
+              {"parameters", costs.params},
+              {"macs", costs.macs},
+              {"model_bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
               {"world_size", comm.size()}};
 }
 

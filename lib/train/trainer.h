@@ -31,7 +31,10 @@ struct RunOptions {
 nlohmann::json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& options);
 // Accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_* (split "test") or
 // on the validation split held out of the training data (split "validation": the last
-// data.validation_samples samples). Keys: "<split>_accuracy", "<split>_top5", "<split>_loss".
+// data.validation_samples samples). Keys: "<split>_accuracy", "<split>_top5", "<split>_loss",
+// "samples", "seconds", "images_per_second" (inference throughput of the evaluation, all ranks),
+// "parameters" and "macs" (onnx/costs.h, as the compression tools count them), "model_bytes"
+// (the model file; external data not counted).
 nlohmann::json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std::string& model_path,
                               const std::string& split = "test");
 

@@ -129,6 +129,9 @@ def test_single_process_run_outputs(tmp_path):
     # the predictions of a few test images.
     e = ok(dist_train("--config", cfg, "--evaluate", tmp_path / "trained.onnx"))
     assert e["samples"] == 10000 and abs(e["test_accuracy"] - s["test_accuracy"]) < 1e-9
+    # The model's costs, counted independently (hpcnn_test), and its file size.
+    assert e["parameters"] == H.count_params(m) and e["macs"] == H.count_macs(m)
+    assert e["model_bytes"] == os.path.getsize(tmp_path / "trained.onnx") and e["images_per_second"] > 0
     assert (tmp_path / "ckpt").exists()
 
 

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2154  # the settings come from the eval of pipeline_config.py's output
+# The main job end to end, each step the command line a user would type:
+#
+#   bash scripts/pipeline.sh CONFIG [-q]       (CONFIG: configs/pipeline_fashion_mnist.json, documented in configs/README.md)
+#
+#   data      the data set compressed into huffgpu shards (gunzip, huffgpu-encode --rm)
+#   config    the dist-train configuration of the run: the given one with the shards, the held-out
+#             validation split and the seed (dist-train --print-config)
+#   train     mpirun -np N dist-train
+#   prune     scripts/prune_loop.sh (prune-rate's data-driven rates, fine-tuning after each)
+#   sparsify  sparsify-fcl on the first FC layer after the last convolution
+#   finetune  mpirun -np N dist-train --fine-tune of the sparsified model
+#   polish    mpirun -np N bn-polish
+#   report    scripts/pipeline_report.py: report.json, report.md and the plots (matplotlib)
+# Every model is evaluated (dist-train --evaluate, one process: test accuracy and loss, parameters,
+# MACs, inference images/s). Outputs go to the run folder (run_dir); a rerun skips each step whose
+# output exists and is newer than its inputs and CONFIG, as make does (delete a step's folder to
+# redo it). Each command is echoed to RUN/pipeline.log and stderr; with -q stderr gets one line
+# per step. A failing step stops the pipeline with its exit status, earlier outputs kept.
+# Environment: HPCNN_BIN (the tools, default build/tools), MPIRUN (default mpirun).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+config_file="" quiet=0
+for a in "$@"; do
+  case $a in
+    -q) quiet=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    -*) echo "pipeline: error: unknown option $a" >&2; exit 1 ;;
+    *) [ -z "$config_file" ] || { echo "pipeline: error: one CONFIG only" >&2; exit 1; }; config_file=$a ;;
+  esac
+done
+[ -n "$config_file" ] || { echo "usage: scripts/pipeline.sh CONFIG [-q]" >&2; exit 1; }
+bin=${HPCNN_BIN:-$here/build/tools}
+py=$here/.venv/bin/python
+[ -x "$py" ] || py=python3
+
+# The pipeline configuration: checked (unknown keys are errors), defaults filled in, as shell variables.
+settings=$("$py" "$here/scripts/pipeline_config.py" "$config_file") || exit $?
+eval "$settings"
+mkdir -p "$run"
+log_file=$run/pipeline.log
+say() { echo "pipeline: $*" >> "$log_file"; [ "$quiet" = 1 ] || echo "pipeline: $*" >&2; }
+brief() { echo "pipeline: $*" >> "$log_file"; echo "pipeline: $*" >&2; }
+
+launch=""
+if [ "$ranks" -gt 1 ]; then
+  launch="${MPIRUN:-mpirun} --oversubscribe -np $ranks"
+  [ "$(id -u)" -ne 0 ] || launch+=" --allow-run-as-root"
+  launch+=" "
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+q() { printf '%q' "$1"; }
+
+# step NAME OUTPUT [INPUT...] -- COMMAND: runs the shell command line COMMAND unless OUTPUT exists
+# and is newer than every INPUT and the configuration. Records RUN/steps/NAME.json (command, wall time).
+step() {
+  local name=$1 out=$2
+  shift 2
+  local inputs=() in stale=0
+  while [ "$1" != -- ]; do inputs+=("$1"); shift; done
+  shift
+  local cmd=$1
+  if [ -e "$out" ]; then
+    for in in "${inputs[@]}" "$config_file"; do
+      [ "$out" -nt "$in" ] || stale=1
+    done
+  else
+    stale=1
+  fi
+  if [ "$stale" = 0 ]; then
+    say "$name: up to date ($out)"
+    return 0
+  fi
+  say "$name: \$ $cmd"
+  local t0 status=0
+  t0=$(date +%s.%N)
+  bash -c "set -o pipefail; $cmd" >> "$log_file.out" 2>&1 || status=$?
+  if [ "$status" != 0 ]; then
+    brief "$name: failed with exit status $status; the last lines of its output ($log_file.out):"
+    tail -n 15 "$log_file.out" >&2
+    exit "$status"
+  fi
+  local secs
+  secs=$("$py" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$t0" "$(date +%s.%N)")
+  mkdir -p "$run/steps"
+  "$py" -c "import json,sys; json.dump({'step': sys.argv[1], 'command': sys.argv[2], 'output': sys.argv[3], 'seconds': float(sys.argv[4]), 'inputs': sys.argv[6:]}, open(sys.argv[5], 'w'))" \
+    "$name" "$cmd" "$out" "$secs" "$run/steps/$name.json" "${inputs[@]}"
+  say "$name: done in $secs s"
+}
+
+# evaluate NAME MODEL: test accuracy, loss, costs and inference speed of MODEL, one process.
+evaluate() {
+  local name=$1 model=$2
+  step "eval-$name" "$run/eval/$name.json" "$model" -- \
+    "mkdir -p $(q "$run/eval") && $(q "$bin/dist-train/dist-train") --config $(q "$run/train.json") --threads 0 --evaluate $(q "$model") > $(q "$run/eval/$name.json")"
+  "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'pipeline: {sys.argv[2]}: test accuracy {100*d[\"test_accuracy\"]:.2f}%, {d[\"parameters\"]:,} parameters, {d[\"macs\"]:,} MACs, {d[\"images_per_second\"]:.0f} images/s')" \
+    "$run/eval/$name.json" "$name" | tee -a "$log_file" >&2
+}
+
+t_start=$SECONDS
+say "run folder $run, configuration $config_file, $ranks rank(s)"
+[ -f "$model" ] || step models "$model" -- "$(q "$py") $(q "$here/scripts/make_train_models.py") $(q "$(dirname "$model")")"
+
+# 1. Data: the four data files as huffgpu shards (dist-train decodes them as it reads them).
+mkdir -p "$run/data"
+sets=()
+for key in train_images train_labels test_images test_labels; do
+  src=${data[$key]}
+  [ -n "$src" ] || continue
+  if [ "$compress" = 1 ]; then
+    name=$(basename "$src" .gz)
+    shard=$run/data/$name.huf
+    if [[ $src == *.gz ]]; then
+      cmd="gzip -dc $(q "$src") > $(q "$run/data/$name") && $(q "$bin/huffgpu-encode/huffgpu-encode") -q -f --rm $(q "$run/data/$name")"
+    else
+      cmd="cp $(q "$src") $(q "$run/data/$name") && $(q "$bin/huffgpu-encode/huffgpu-encode") -q -f --rm $(q "$run/data/$name")"
+    fi
+    step "data-$key" "$shard" "$src" -- "$cmd"
+    sets+=(--set "data.$key=$shard")
+  fi
+done
+
+# 2. The run's dist-train configuration.
+overrides=""
+for s in "${sets[@]}" --set "data.validation_samples=$validation" --set "seed=$seed" "${train_set[@]}"; do overrides+=" $(q "$s")"; done
+step config "$run/train.json" "$train_config" -- \
+  "$(q "$bin/dist-train/dist-train") --config $(q "$train_config")$overrides --print-config > $(q "$run/train.json")"
+
+# 3. Training.
+t=$run/1-train
+step train "$t/model.onnx" "$run/train.json" "$model" -- \
+  "mkdir -p $(q "$t") && ${launch}$(q "$bin/dist-train/dist-train") --config $(q "$run/train.json") --model $(q "$model") --epochs $train_epochs -o $(q "$t/model.onnx") --metrics $(q "$t/metrics.jsonl") --checkpoint $(q "$t/checkpoint") -f > $(q "$t/summary.json")"
+evaluate train "$t/model.onnx"
+
+# 4. Pruning: the automatic loop (prune-rate with data-driven thresholds, fine-tuning each candidate).
+p=$run/2-prune
+step prune "$p/final.onnx" "$t/model.onnx" -- \
+  "HPCNN_BIN=$(q "$bin") bash $(q "$here/scripts/prune_loop.sh") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs --accuracy-drop $prune_drop --margin $prune_margin --validation $validation --seed $seed"
+evaluate prune "$p/final.onnx"
+
+# 5. The structured sparse first FC layer, then fine-tuning.
+s=$run/3-sparsify
+step sparsify "$s/model.onnx" "$p/final.onnx" -- \
+  "mkdir -p $(q "$s") && $(q "$bin/sparsify-fcl/sparsify-fcl") $(q "$p/final.onnx") -o $(q "$s/model.onnx") --compression $fcl_compression --init $fcl_init$( [ "$fcl_init" = data ] && echo " --config $(q "$run/train.json")") --report $(q "$s/report.json") -f"
+evaluate sparsify "$s/model.onnx"
+f=$run/4-finetune
+step finetune "$f/model.onnx" "$s/model.onnx" -- \
+  "mkdir -p $(q "$f") && ${launch}$(q "$bin/dist-train/dist-train") --config $(q "$run/train.json") --model $(q "$s/model.onnx") --fine-tune --epochs $fcl_epochs -o $(q "$f/model.onnx") --metrics $(q "$f/metrics.jsonl") --checkpoint $(q "$f/checkpoint") -f > $(q "$f/summary.json")"
+evaluate finetune "$f/model.onnx"
+
+# 6. BatchNorm statistics on non-augmented data.
+b=$run/5-polish
+step polish "$b/model.onnx" "$f/model.onnx" -- \
+  "mkdir -p $(q "$b") && ${launch}$(q "$bin/bn-polish/bn-polish") $(q "$f/model.onnx") --config $(q "$run/train.json")$( [ "$polish_samples" -gt 0 ] && echo " --samples $polish_samples") -o $(q "$b/model.onnx") --report $(q "$b/report.json") -f"
+evaluate polish "$b/model.onnx"
+
+# 7. The report.
+step report "$run/report.md" "$b/model.onnx" "$run/eval/polish.json" -- \
+  "$(q "$py") $(q "$here/scripts/pipeline_report.py") $(q "$run") --bin $(q "$bin") --pipeline-seconds $((SECONDS - t_start))"
+cat "$run/summary.txt" >&2
+brief "done in $((SECONDS - t_start)) s: $run/report.md, $run/report.json, plots $run/*.png"

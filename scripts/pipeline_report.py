@@ -1,0 +1,250 @@
+"""The report of a scripts/pipeline.sh run: RUN/report.json, RUN/report.md, RUN/summary.txt and
+the plots RUN/curves.png (training and fine-tuning curves from dist-train's metrics),
+RUN/kept_channels.png (per-layer output channels before and after pruning) and
+RUN/accuracy_vs_params.png (test accuracy against parameters across the steps). It also runs the
+final model in onnxruntime over the test set and records its accuracy beside dist-train's.
+
+  .venv/bin/python scripts/pipeline_report.py RUN [--bin build/tools] [--pipeline-seconds S]
+"""
+import argparse
+import glob
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+STEPS = [  # (name, model file relative to RUN, what it is)
+    ("train", "1-train/model.onnx", "trained"),
+    ("prune", "2-prune/final.onnx", "pruned + fine-tuned (loop)"),
+    ("sparsify", "3-sparsify/model.onnx", "sparse FCL, before fine-tuning"),
+    ("finetune", "4-finetune/model.onnx", "sparse FCL, fine-tuned"),
+    ("polish", "5-polish/model.onnx", "BatchNorm statistics polished"),
+]
+
+
+def load(path, default=None):
+    if not os.path.exists(path):
+        return default
+    with open(path) as f:
+        return json.load(f)
+
+
+def lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(x) for x in f if x.strip()]
+
+
+def read_idx(path, bin_dir):
+    """An IDX file (raw, gzip or huffgpu) as a numpy array."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == b"HUFG":
+        data = subprocess.run([os.path.join(bin_dir, "huffgpu-decode", "huffgpu-decode"), "-c", path],
+                              capture_output=True, check=True).stdout
+    elif head[:2] == b"\x1f\x8b":
+        with gzip.open(path) as f:
+            data = f.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def onnxruntime_accuracy(model, cfg, bin_dir):
+    images = read_idx(cfg["data"]["test_images"], bin_dir)
+    labels = read_idx(cfg["data"]["test_labels"], bin_dir)
+    mean, std = np.float32(cfg["augmentation"]["mean"][0]), np.float32(cfg["augmentation"]["std"][0])
+    x = ((images.astype(np.float32) / np.float32(255) - mean) / std)[:, None, :, :].astype(np.float32)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    correct = 0
+    for i in range(0, len(x), 500):
+        logits = sess.run(None, {name: x[i:i + 500]})[0]
+        correct += int((logits.argmax(1) == labels[i:i + 500]).sum())
+    return correct / len(x)
+
+
+def out_channels(path):
+    """Output channels of each Conv / Gemm node (weight dim 0; Gemm with transB=1), by node name."""
+    m = onnx.load(path)
+    dims = {t.name: list(t.dims) for t in m.graph.initializer}
+    out = {}
+    for n in m.graph.node:
+        if n.op_type in ("Conv", "Gemm") and len(n.input) > 1 and n.input[1] in dims:
+            trans_b = any(a.name == "transB" and a.i for a in n.attribute)
+            w = dims[n.input[1]]
+            out[n.name or n.output[0]] = w[0] if n.op_type == "Conv" or trans_b else w[-1]
+    return out
+
+
+def version(bin_dir, tool):
+    try:
+        return subprocess.run([os.path.join(bin_dir, tool, tool), "--version"], capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run")
+    ap.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "build", "tools"))
+    ap.add_argument("--pipeline-seconds", type=float, default=None)
+    a = ap.parse_args()
+    run = a.run
+    cfg = load(os.path.join(run, "train.json"))
+    steps = []
+    for name, rel, what in STEPS:
+        e = load(os.path.join(run, "eval", f"{name}.json"))
+        s = load(os.path.join(run, "steps", f"{name}.json"), {})
+        if e is None:
+            continue
+        steps.append({"step": name, "what": what, "model": os.path.join(run, rel), "command": s.get("command"),
+                      "seconds": s.get("seconds"), "parameters": e["parameters"], "macs": e["macs"],
+                      "model_bytes": e["model_bytes"], "test_accuracy": e["test_accuracy"], "test_loss": e["test_loss"],
+                      "images_per_second": e["images_per_second"]})
+    data = []
+    for path in sorted(glob.glob(os.path.join(run, "steps", "data-*.json"))):
+        s = load(path)
+        shard = s["output"]
+        src = s["inputs"][0]
+        data.append({"key": s["step"][5:], "source": src, "source_bytes": os.path.getsize(src), "shard": shard,
+                     "shard_bytes": os.path.getsize(shard), "seconds": s["seconds"], "command": s["command"]})
+    settings = {}
+    try:
+        settings["git_commit"] = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse",
+                                                 "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        settings["git_commit"] = "unknown"
+    settings["tools"] = {t: version(a.bin, t) for t in ("dist-train", "prune-rate", "sparsify-fcl", "bn-polish",
+                                                          "huffgpu-encode")}
+    settings["seed"] = cfg.get("seed")
+    final = steps[-1] if steps else None
+    check = {}
+    if final:
+        check = {"model": final["model"], "onnxruntime_test_accuracy": onnxruntime_accuracy(final["model"], cfg, a.bin),
+                 "dist_train_test_accuracy": final["test_accuracy"]}
+    report = {"run": os.path.abspath(run), "steps": steps, "data": data, "settings": settings, "onnxruntime_check": check,
+              "pipeline_seconds": a.pipeline_seconds}
+    prune_summary = load(os.path.join(run, "2-prune", "summary.json"))
+    fcl = load(os.path.join(run, "3-sparsify", "report.json"))
+    polish = load(os.path.join(run, "5-polish", "report.json"))
+    if prune_summary:
+        report["prune"] = prune_summary
+    if fcl:
+        report["sparsify"] = {k: fcl[k] for k in ("layer", "structure", "rank", "init", "layer_compression",
+                                                  "model_compression", "init_relative_error") if k in fcl}
+    if polish:
+        report["polish"] = {k: polish[k] for k in ("samples", "passes", "seconds")}
+    with open(os.path.join(run, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+    # Plots. Curves on one epoch axis through the phases: training, the prune loop's fine-tunings
+    # (validation accuracy: the loop holds the test set out), fine-tuning after sparsify-fcl.
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    phases = [("training", lines(os.path.join(run, "1-train", "metrics.jsonl")), "test", "C0")]
+    loop = sorted(glob.glob(os.path.join(run, "2-prune", "it*", "metrics.jsonl")),
+                  key=lambda p: int(os.path.basename(os.path.dirname(p))[2:]))
+    for i, path in enumerate(loop):
+        phases.append(("prune loop fine-tuning" if i == 0 else None, lines(path), "validation", "C1"))
+    phases.append(("fine-tuning after sparsify-fcl", lines(os.path.join(run, "4-finetune", "metrics.jsonl")), "test", "C2"))
+    x0 = 0
+    for label, m, split, colour in phases:
+        if not m:
+            continue
+        xs = [x0 + x["epoch"] for x in m]
+        acc = [100 * x.get(f"{split}_accuracy", float("nan")) for x in m]
+        ax[0].plot(xs, acc, marker="o", color=colour, label=f"{label} ({split})" if label else None)
+        ax[1].plot(xs, [x["train_loss"] for x in m], marker="o", color=colour, label=f"{label}: train" if label else None)
+        if f"{split}_loss" in m[0]:
+            ax[1].plot(xs, [x[f"{split}_loss"] for x in m], marker="x", linestyle="--", color=colour,
+                       label=f"{label}: {split}" if label else None)
+        for a in ax:
+            a.axvline(x0 + 0.5, color="grey", alpha=0.2)
+        x0 = xs[-1]
+    for a, name in zip(ax, ("accuracy (%)", "loss")):
+        a.set_xlabel("epoch (all phases, in order)")
+        a.set_ylabel(name)
+        a.legend(fontsize=7)
+        a.grid(alpha=0.3)
+    fig.suptitle("dist-train curves: training, the prune loop's fine-tunings, fine-tuning after sparsify-fcl")
+    fig.tight_layout()
+    fig.savefig(os.path.join(run, "curves.png"), dpi=110)
+    plt.close(fig)
+
+    before = out_channels(os.path.join(run, "1-train", "model.onnx")) if steps else {}
+    after = out_channels(os.path.join(run, "2-prune", "final.onnx")) if os.path.exists(os.path.join(run, "2-prune", "final.onnx")) else {}
+    fig, ax = plt.subplots(figsize=(8, 4))
+    names = [n for n in before if n in after]
+    xs = np.arange(len(names))
+    ax.bar(xs - 0.2, [before[n] for n in names], 0.4, label="trained")
+    ax.bar(xs + 0.2, [after[n] for n in names], 0.4, label="after the prune loop")
+    ax.set_xticks(xs, names, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("output channels / neurons")
+    ax.set_title("kept channels per layer (prune-rate, data-driven thresholds)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(run, "kept_channels.png"), dpi=110)
+    plt.close(fig)
+    report["kept_channels"] = {n: {"before": before[n], "after": after[n]} for n in names}
+    with open(os.path.join(run, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    ax.plot([s["parameters"] for s in steps], [100 * s["test_accuracy"] for s in steps], "-o")
+    for s in steps:
+        ax.annotate(s["step"], (s["parameters"], 100 * s["test_accuracy"]), textcoords="offset points", xytext=(5, 5),
+                    fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("parameters (log scale)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("the pipeline's steps: accuracy against size")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(run, "accuracy_vs_params.png"), dpi=110)
+    plt.close(fig)
+
+    # Markdown and the short terminal summary.
+    head = "| step | model | parameters | MACs | file | test accuracy | test loss | images/s | wall time |\n|---|---|---|---|---|---|---|---|---|\n"
+    rows = "".join(f"| {s['step']} | {s['what']} | {s['parameters']:,} | {s['macs']:,} | {s['model_bytes'] / 1e6:.2f} MB | "
+                   f"{100 * s['test_accuracy']:.2f}% | {s['test_loss']:.4f} | {s['images_per_second']:,.0f} | "
+                   f"{s['seconds'] if s['seconds'] is not None else '-'} s |\n" for s in steps)
+    md = [f"# Pipeline run {os.path.abspath(run)}\n", head + rows]
+    if data:
+        md.append("\nData shards (huffgpu-encode of the gunzipped files): " + ", ".join(
+            f"{d['key']} {d['source_bytes']:,} -> {d['shard_bytes']:,} bytes" for d in data) + "\n")
+    if check:
+        md.append(f"\nonnxruntime on the final model: test accuracy {100 * check['onnxruntime_test_accuracy']:.2f}% "
+                  f"(dist-train: {100 * check['dist_train_test_accuracy']:.2f}%)\n")
+    md.append(f"\nCommit {settings['git_commit']}, seed {settings['seed']}; tools: "
+              + ", ".join(settings["tools"].values()) + "\n")
+    md.append("\n![curves](curves.png)\n\n![kept channels](kept_channels.png)\n\n![accuracy vs parameters](accuracy_vs_params.png)\n")
+    with open(os.path.join(run, "report.md"), "w") as f:
+        f.write("".join(md))
+    summary = "\n".join(f"  {s['step']:9s} {s['parameters']:>10,} params {s['macs']:>13,} MACs  "
+                        f"test {100 * s['test_accuracy']:6.2f}%  {s['images_per_second']:>8,.0f} images/s" for s in steps)
+    with open(os.path.join(run, "summary.txt"), "w") as f:
+        f.write(summary + "\n")
+    if check and abs(check["onnxruntime_test_accuracy"] - check["dist_train_test_accuracy"]) > 0.005:
+        print(f"pipeline_report: error: onnxruntime's test accuracy {check['onnxruntime_test_accuracy']:.4f} differs from "
+              f"dist-train's {check['dist_train_test_accuracy']:.4f} by more than 0.5 points", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""scripts/pipeline.sh end to end on a tiny VGG-style model and a few hundred real Fashion-MNIST
+images, 2 ranks: every step runs (huffgpu shards, training, the prune loop, sparsify-fcl,
+fine-tuning, bn-polish, the report), the report's figures equal what the tools printed and what
+an independent count gives, the plots are valid PNGs, onnxruntime runs the final model, a rerun
+skips every step, and a failing step stops the pipeline with its exit status and message,
+leaving the earlier steps' outputs intact."""
+import json
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import hpcnn_test as H
+from test_dist_train import FM, fashion_mnist, small_idx  # noqa: F401 (the dataset check)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny_vgg(path, seed=0):
+    """Conv(8)-BN-ReLU-Pool, Conv(16)-BN-ReLU-Pool, Flatten, FC(784 -> 64)-ReLU, FC(64 -> 10)."""
+    rng = np.random.default_rng(seed)
+    def w(*s):
+        return (rng.standard_normal(s) * np.sqrt(2.0 / int(np.prod(s[1:])))).astype(np.float32)
+    inits, nodes, x = [], [], "x"
+    for i, (cin, cout) in enumerate([(1, 8), (8, 16)]):
+        inits += [numpy_helper.from_array(w(cout, cin, 3, 3), f"c{i}.w"),
+                  numpy_helper.from_array(np.ones(cout, np.float32), f"b{i}.s"),
+                  numpy_helper.from_array(np.zeros(cout, np.float32), f"b{i}.b"),
+                  numpy_helper.from_array(np.zeros(cout, np.float32), f"b{i}.m"),
+                  numpy_helper.from_array(np.ones(cout, np.float32), f"b{i}.v")]
+        nodes += [helper.make_node("Conv", [x, f"c{i}.w"], [f"c{i}"], pads=[1, 1, 1, 1], name=f"conv{i}"),
+                  helper.make_node("BatchNormalization", [f"c{i}", f"b{i}.s", f"b{i}.b", f"b{i}.m", f"b{i}.v"], [f"n{i}"],
+                                   name=f"bn{i}"),
+                  helper.make_node("Relu", [f"n{i}"], [f"r{i}"]),
+                  helper.make_node("MaxPool", [f"r{i}"], [f"p{i}"], kernel_shape=[2, 2], strides=[2, 2])]
+        x = f"p{i}"
+    inits += [numpy_helper.from_array(w(64, 16 * 7 * 7), "fc1.w"), numpy_helper.from_array(np.zeros(64, np.float32), "fc1.b"),
+              numpy_helper.from_array(w(10, 64), "fc2.w"), numpy_helper.from_array(np.zeros(10, np.float32), "fc2.b")]
+    nodes += [helper.make_node("Flatten", [x], ["f"]),
+              helper.make_node("Gemm", ["f", "fc1.w", "fc1.b"], ["h"], transB=1, name="fc1"),
+              helper.make_node("Relu", ["h"], ["hr"]),
+              helper.make_node("Gemm", ["hr", "fc2.w", "fc2.b"], ["logits"], transB=1, name="fc2")]
+    g = helper.make_graph(nodes, "tiny_vgg", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return str(path)
+
+
+def setup_run(tmp, **over):
+    data = small_idx(tmp, 640)
+    # A test set of 256 other training images (indices 640..895), as IDX files.
+    import gzip
+    with gzip.open(f"{FM}/train-images-idx3-ubyte.gz") as f:
+        img = f.read(16 + 896 * 784)
+    with gzip.open(f"{FM}/train-labels-idx1-ubyte.gz") as f:
+        lbl = f.read(8 + 896)
+    (tmp / "test_img.idx").write_bytes(img[:4] + struct.pack(">I", 256) + img[8:16] + img[16 + 640 * 784:])
+    (tmp / "test_lbl.idx").write_bytes(lbl[:4] + struct.pack(">I", 256) + lbl[8 + 640:])
+    data["test_images"], data["test_labels"] = str(tmp / "test_img.idx"), str(tmp / "test_lbl.idx")
+    train = {"model": tiny_vgg(tmp / "tiny_vgg.onnx"), "data": data, "epochs": 2, "batch_size": 32,
+             "max_steps_per_epoch": 6, "eval_batch_size": 128, "threads": 1, "final_polish_epochs": 0,
+             "augmentation": {"crop_padding": 2, "horizontal_flip": True, "mean": [0.286], "std": [0.353]},
+             "optimizer": {"type": "sgd", "momentum": 0.9, "weight_decay": 5e-4},
+             "lr": {"base": 0.05, "base_batch": 64, "warmup_epochs": 0}}
+    (tmp / "train.json").write_text(json.dumps(train))
+    cfg = {"train_config": str(tmp / "train.json"), "run_dir": str(tmp / "run"), "ranks": 2, "seed": 3,
+           "validation_samples": 128, "train": {"epochs": 2},
+           "prune": {"iterations": 1, "finetune_epochs": 1, "accuracy_drop": 50.0},
+           "sparsify": {"compression": 4, "init": "data", "finetune_epochs": 1}, "polish": {"samples": 256}}
+    cfg.update(over)
+    (tmp / "pipeline.json").write_text(json.dumps(cfg))
+    return tmp / "pipeline.json"
+
+
+def pipeline(config, *args):
+    env = dict(os.environ, HPCNN_BIN=H.BIN_DIR, OMP_NUM_THREADS="1")
+    return subprocess.run(["bash", str(REPO / "scripts" / "pipeline.sh"), str(config), *args], capture_output=True,
+                          text=True, env=env, timeout=900)
+
+
+def is_png(path):
+    data = Path(path).read_bytes()
+    width, height = struct.unpack(">II", data[16:24])
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and width > 100 and height > 100
+
+
+def test_pipeline_runs_every_step_and_reports_what_the_tools_printed(tmp_path):
+    cfg = setup_run(tmp_path)
+    p = pipeline(cfg, "-q")
+    assert p.returncode == 0, p.stderr
+    run = tmp_path / "run"
+    ran = {f.stem for f in (run / "steps").glob("*.json")}
+    assert {"data-train_images", "data-train_labels", "data-test_images", "data-test_labels", "config", "train",
+            "prune", "sparsify", "finetune", "polish", "report"} <= ran, ran
+    assert {f"eval-{s}" for s in ("train", "prune", "sparsify", "finetune", "polish")} <= ran
+    r = json.loads((run / "report.json").read_text())
+    steps = {s["step"]: s for s in r["steps"]}
+    assert list(steps) == ["train", "prune", "sparsify", "finetune", "polish"]
+    # The figures are the tools' own: dist-train's summary after training and fine-tuning (same
+    # model, same test set), the prune loop's summary, sparsify-fcl's report; parameters and MACs
+    # equal an independent count.
+    train_summary = json.loads((run / "1-train" / "summary.json").read_text().strip().splitlines()[-1])
+    assert steps["train"]["test_accuracy"] == train_summary["test_accuracy"]
+    tune_summary = json.loads((run / "4-finetune" / "summary.json").read_text().strip().splitlines()[-1])
+    assert steps["finetune"]["test_accuracy"] == tune_summary["test_accuracy"]
+    assert r["prune"] == json.loads((run / "2-prune" / "summary.json").read_text())
+    assert steps["prune"]["parameters"] == r["prune"]["params_after"]
+    fcl = json.loads((run / "3-sparsify" / "report.json").read_text())
+    assert steps["sparsify"]["parameters"] == fcl["params_after"] and steps["sparsify"]["macs"] == fcl["macs_after"]
+    assert fcl["layer_compression"] >= 4 and r["sparsify"]["layer"]["name"] == "fc1"
+    for s in steps.values():
+        m = onnx.load(s["model"])
+        assert s["parameters"] == H.count_params(m) and s["macs"] == H.count_macs(m), s["step"]
+    assert steps["sparsify"]["parameters"] < steps["prune"]["parameters"] < steps["train"]["parameters"]
+    # The shards are huffgpu streams that decode to the data files.
+    for d in r["data"]:
+        assert Path(d["shard"]).read_bytes()[:4] == b"HUFG"
+        dec = subprocess.run([H.tool("huffgpu-decode"), "-c", d["shard"]], capture_output=True, check=True).stdout
+        assert dec == Path(d["source"]).read_bytes()
+    # onnxruntime ran the final model over the test set and agreed with dist-train.
+    c = r["onnxruntime_check"]
+    assert abs(c["onnxruntime_test_accuracy"] - c["dist_train_test_accuracy"]) <= 0.005
+    for png in ("curves.png", "kept_channels.png", "accuracy_vs_params.png"):
+        assert is_png(run / png), png
+    assert "| polish |" in (run / "report.md").read_text()
+    # -q: one line per step on stderr, the commands in the log.
+    assert "dist-train" in (run / "pipeline.log").read_text() and len(p.stderr.splitlines()) < 30, p.stderr
+
+    # A rerun skips every step and changes nothing.
+    mtimes = {f: f.stat().st_mtime_ns for f in run.rglob("*.onnx")}
+    p = pipeline(cfg)
+    assert p.returncode == 0, p.stderr
+    assert "train: up to date" in p.stderr and "$ " not in p.stderr
+    assert {f: f.stat().st_mtime_ns for f in run.rglob("*.onnx")} == mtimes
+
+
+def test_failing_step_stops_the_pipeline_and_keeps_earlier_outputs(tmp_path):
+    # A compression no rank of the first FC layer can reach: sparsify-fcl refuses it.
+    cfg = setup_run(tmp_path, sparsify={"compression": 1e9, "init": "svd", "finetune_epochs": 1})
+    p = pipeline(cfg, "-q")
+    run = tmp_path / "run"
+    assert p.returncode != 0
+    assert f"sparsify: failed with exit status {p.returncode}" in p.stderr, p.stderr
+    assert "sparsify-fcl: error:" in p.stderr
+    assert (run / "1-train" / "model.onnx").exists() and (run / "2-prune" / "final.onnx").exists()
+    assert not (run / "3-sparsify" / "model.onnx").exists() and not (run / "4-finetune").exists()
+
+
+def test_bad_pipeline_configuration(tmp_path):
+    cfg = setup_run(tmp_path)
+    c = json.loads(cfg.read_text())
+    c["prune"]["iteration"] = 2
+    cfg.write_text(json.dumps(c))
+    p = pipeline(cfg)
+    assert p.returncode == 1 and "unknown key 'prune.iteration' (valid keys: iterations" in p.stderr, p.stderr
+    cfg.write_text("{")
+    p = pipeline(cfg)
+    assert p.returncode == 1 and "not JSON" in p.stderr
+    assert not (tmp_path / "run").exists()
