@@ -69,7 +69,7 @@ step() {
     stale=1
   fi
   if [ "$stale" = 0 ]; then
-    say "$name: up to date ($out)"
+    brief "$name: up to date ($out)"
     return 0
   fi
   say "$name: \$ $cmd"
@@ -86,7 +86,7 @@ step() {
   mkdir -p "$run/steps"
   "$py" -c "import json,sys; json.dump({'step': sys.argv[1], 'command': sys.argv[2], 'output': sys.argv[3], 'seconds': float(sys.argv[4]), 'inputs': sys.argv[6:]}, open(sys.argv[5], 'w'))" \
     "$name" "$cmd" "$out" "$secs" "$run/steps/$name.json" "${inputs[@]}"
-  say "$name: done in $secs s"
+  brief "$name: done in $secs s"
 }
 
 # evaluate NAME MODEL: test accuracy, loss, costs and inference speed of MODEL, one process.
@@ -120,6 +120,25 @@ for key in train_images train_labels test_images test_labels; do
     sets+=(--set "data.$key=$shard")
   fi
 done
+
+if [ "$compress" = 1 ]; then
+  pairs=()
+  for key in train_images train_labels test_images test_labels; do
+    [ -z "${data[$key]}" ] || pairs+=("${data[$key]}" "$run/data/$(basename "${data[$key]}" .gz).huf")
+  done
+  "$py" - "${pairs[@]}" <<'PY' | tee -a "$log_file" >&2
+import gzip, os, sys
+def raw(f):  # the size of the data itself: a gzip file's is in its trailer (ISIZE)
+    with open(f, "rb") as h:
+        if h.read(2) != b"\x1f\x8b":
+            return os.path.getsize(f)
+        h.seek(-4, 2)
+        return int.from_bytes(h.read(4), "little")
+given, shards = sys.argv[1::2], sys.argv[2::2]
+a, r, b = (sum(os.path.getsize(f) for f in given), sum(raw(f) for f in given), sum(os.path.getsize(f) for f in shards))
+print(f"pipeline: data: {len(given)} files, {r:,} bytes ({a:,} as given) -> {b:,} bytes as huffgpu shards ({b / r:.1%})")
+PY
+fi
 
 # 2. The run's dist-train configuration.
 overrides=""
