@@ -85,6 +85,12 @@ def slurm():
     key.write_bytes(os.urandom(1024))
     os.chmod(key, 0o400)
     ctld_port, port1, port2 = free_ports(3)
+    # slurmd 22.05 initialises a cgroup plugin even with proctrack/linuxproc and task/none, and
+    # refuses to start where no cgroup file system is mounted at /sys/fs/cgroup (a container, a
+    # chroot): cgroup.conf (read from slurm.conf's folder) points the v1 plugin at an empty
+    # folder instead. Nothing uses it.
+    (d / "cgroup").mkdir()
+    (d / "cgroup.conf").write_text(f"CgroupPlugin=cgroup/v1\nCgroupMountpoint={d}/cgroup\nCgroupAutomount=no\n")
     conf = d / "slurm.conf"
     conf.write_text(SLURM_CONF.format(dir=d, ctld_port=ctld_port, port1=port1, port2=port2,
                                       host=socket.gethostname().split(".")[0], cpus=CPUS))
@@ -94,7 +100,8 @@ def slurm():
 
     def start(cmd):
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        assert p.returncode == 0, f"{' '.join(cmd)}: {p.stderr}"
+        logs = "\n".join(f"{f}:\n{f.read_text()[-1500:]}" for f in sorted((d / "log").iterdir()))
+        assert p.returncode == 0, f"{' '.join(cmd)}: {p.stderr}\n{logs}"
         started.append(cmd[0])
 
     try:
