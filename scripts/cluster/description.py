@@ -87,6 +87,8 @@ def _strings(values, name, origin):
     for v in values:
         if not isinstance(v, str):
             raise DescriptionError(f"{origin}: '{name}' must hold strings, not {json.dumps(v)}")
+        if "\n" in v or "\r" in v:
+            raise DescriptionError(f"{origin}: '{name}' entries are single lines, not {json.dumps(v)}")
 
 
 def validate(raw, origin="cluster description"):
@@ -96,12 +98,11 @@ def validate(raw, origin="cluster description"):
     d["stage"] = _fill(d["stage"], STAGE, "stage.", origin)
     if d["scheduler"] not in SCHEDULERS:
         raise DescriptionError(f"{origin}: 'scheduler' must be one of {', '.join(SCHEDULERS)}, not '{d['scheduler']}'")
-    for key in ("nodes", "ranks_per_node", "cores_per_node"):
-        if d[key] < 1:
-            raise DescriptionError(f"{origin}: '{key}' must be >= 1, not {d[key]}")
-    for key in ("gpus_per_node", "threads_per_rank"):
-        if d[key] < 0:
-            raise DescriptionError(f"{origin}: '{key}' must be >= 0, not {d[key]}")
+    # Upper bounds far above any machine, so that nonsense fails here and not as an overflow on a node.
+    for key, low, high in (("nodes", 1, 1 << 20), ("ranks_per_node", 1, 4096), ("cores_per_node", 1, 1 << 16),
+                           ("gpus_per_node", 0, 1024), ("threads_per_rank", 0, 1 << 16)):
+        if not low <= d[key] <= high:
+            raise DescriptionError(f"{origin}: '{key}' must be in [{low}, {high}], not {d[key]}")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", d["name"]):
         raise DescriptionError(f"{origin}: 'name' must be letters, digits, '_', '.', '-', not '{d['name']}'")
     m = re.fullmatch(r"(\d+):([0-5]\d):([0-5]\d)", d["wall_time"])
@@ -116,6 +117,8 @@ def validate(raw, origin="cluster description"):
     if d["gpus_per_node"] and d["ranks_per_node"] > d["gpus_per_node"]:
         raise DescriptionError(f"{origin}: one GPU per rank: ranks_per_node = {d['ranks_per_node']} exceeds "
                                f"gpus_per_node = {d['gpus_per_node']}")
+    if any(c in d["scratch"] for c in "\"\\\n"):
+        raise DescriptionError(f"{origin}: 'scratch' must not contain quotes, backslashes or newlines")
     if not d["scratch"].startswith(("/", "${")):
         raise DescriptionError(f"{origin}: 'scratch' must be an absolute path (or start with ${{VAR}}), not '{d['scratch']}'")
     for key in ("modules", "setup", "directives"):
@@ -123,8 +126,11 @@ def validate(raw, origin="cluster description"):
     for k, v in d["environment"].items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise DescriptionError(f"{origin}: 'environment' key '{k}' is not a variable name")
-        if not isinstance(v, str):
-            raise DescriptionError(f"{origin}: 'environment.{k}' must be a string, not {json.dumps(v)}")
+        if not isinstance(v, str) or "\n" in v:
+            raise DescriptionError(f"{origin}: 'environment.{k}' must be a one-line string, not {json.dumps(v)}")
+    for key in ("queue", "account", "resource_type", "parallel_environment", "hostfile", "cuda_version", "nccl_version"):
+        if any(c in d[key] for c in "\n\r\"'\\ "):
+            raise DescriptionError(f"{origin}: '{key}' must be one word without quotes, not {json.dumps(d[key])}")
     mpi = d["mpi"]
     if mpi["flavour"] not in MPI_FLAVOURS:
         raise DescriptionError(f"{origin}: 'mpi.flavour' must be one of {', '.join(MPI_FLAVOURS)}, not '{mpi['flavour']}'")
@@ -152,6 +158,8 @@ def load(path):
         raise DescriptionError(f"{path}: cannot read: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise DescriptionError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except UnicodeDecodeError as e:
+        raise DescriptionError(f"{path}: not UTF-8 text (byte {e.start})") from None
     return validate(raw, path)
 
 

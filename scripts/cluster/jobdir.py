@@ -66,13 +66,20 @@ def job_sh(d, job_dir, staged_files, dist_train_args, sources):
     if s == "pjm" and staged_files:
         # Fugaku: put the payload into the LLIO cache of the job's nodes before they copy it.
         lines.append("llio_transfer " + " ".join(f'"$job_dir/payload/{shlex.quote(f)}"' for f in staged_files))
+    if d["stage"]["cleanup"]:
+        # The nodes' staged files go whether the job succeeds or fails (a failed cleanup does not hide
+        # the job's own status).
+        lines.append("cleanup_nodes() {")
+        lines.append("  " + mpi.shell(mpi.per_node_command(d)) + ' bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true')
+        lines.append("}")
+        lines.append("trap cleanup_nodes EXIT")
     lines.append(f'echo "hpcnn: job $HPCNN_JOB_ID: staging and checking {d["nodes"]} node(s)"')
     lines.append(mpi.shell(mpi.per_node_command(d)) + ' bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"')
     lines.append(f'echo "hpcnn: job $HPCNN_JOB_ID: training with {total} rank(s)"')
     extra = "".join(" " + shlex.quote(a) for a in dist_train_args)
-    lines.append(mpi.shell(mpi.train_command(d)) + f' bash "$job_dir/rank.sh" "$HPCNN_JOB_ID"{extra} > "$job_dir/out/summary.json"')
-    if d["stage"]["cleanup"]:
-        lines.append(mpi.shell(mpi.per_node_command(d)) + ' bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID"')
+    lines.append(mpi.shell(mpi.train_command(d)) +
+                 f' bash "$job_dir/rank.sh" "$HPCNN_JOB_ID"{extra} > "$job_dir/out/summary.json.part"')
+    lines.append('mv "$job_dir/out/summary.json.part" "$job_dir/out/summary.json"')
     if s == "pjm" and staged_files:
         lines.append("llio_transfer --purge " + " ".join(f'"$job_dir/payload/{shlex.quote(f)}"' for f in staged_files))
     lines.append('echo "hpcnn: job $HPCNN_JOB_ID: done: $job_dir/out/trained.onnx"')

@@ -43,12 +43,18 @@ def die(status, msg):
     sys.exit(status)
 
 
+class UsageParser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors exit 1, as the tools' (argparse's default is 2)
+        self.print_usage(sys.stderr)
+        die(1, message)
+
+
 def parse(argv):
     extra = []
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1:]
-    ap = argparse.ArgumentParser(prog="launch.py", description=__doc__.split("\n\n")[0])
+    ap = UsageParser(prog="launch.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cluster", required=True, help="cluster description (configs/cluster/README.md)")
     ap.add_argument("--config", required=True, help="dist-train configuration (configs/README.md)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dist-train --set override (repeatable)")
@@ -77,6 +83,8 @@ def main(argv):
         die(1, str(e))
     try:
         cfg = payload.merged_config(binaries[0], a.config, a.set)
+        payload.check_model(cfg)
+        payload.check_data(cfg)
         items = payload.plan(d, cfg, binaries)
     except payload.PayloadError as e:
         die(2, f"{a.config}: {e}")
@@ -106,8 +114,11 @@ def main(argv):
         print(json.dumps(result, indent=1))
         return 0
 
-    if os.path.exists(job_dir) and not a.force:
-        die(1, f"{job_dir} exists (use -f to replace it)")
+    if os.path.exists(job_dir):
+        if not a.force:
+            die(1, f"{job_dir} exists (use -f to replace it)")
+        if not all(os.path.exists(os.path.join(job_dir, f)) for f in ("job.sh", "cluster.json", "payload")):
+            die(1, f"{job_dir} is not a job folder made by launch.py: -f replaces job folders only")
     parent = os.path.dirname(job_dir)
     try:
         os.makedirs(parent, exist_ok=True)
@@ -154,7 +165,8 @@ def main(argv):
             result["job_id"] = schedulers.submit(d, result["job_script"], f"local-{stamp}-{os.getpid()}",
                                                  os.path.join(job_dir, "out", "job.out"))
         except RuntimeError as e:
-            die(3, f"submitting {result['job_script']}: {e}")
+            die(3, f"submitting {result['job_script']}: {e}\n(the job folder is kept: submit it later from {job_dir} "
+                   f"with `{' '.join(schedulers.submit_command(d, 'job.sh'))}`)")
         log(f"submitted job {result['job_id']}")
     print(json.dumps(result, indent=1))
     return 0

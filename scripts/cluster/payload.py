@@ -67,6 +67,50 @@ def compression(path):
     return "none"
 
 
+def data_header(path):
+    """The first bytes of a data file with its gzip layer undone (b"" when unreadable as gzip)."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+    opener = gzip.open if head == b"\x1f\x8b" else open
+    try:
+        with opener(path, "rb") as f:
+            return f.read(16)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def check_data(cfg):
+    """The data files name formats dist-train reads (IDX, NumPy .npy, CIFAR-10 .bin, huffgpu), and
+    IDX images and labels agree on the sample count: a bad file fails here, not on the nodes."""
+    counts = {}
+    for key in DATA_KEYS:
+        src = cfg["data"][key]
+        if not src:
+            continue
+        try:
+            head = data_header(src)
+        except OSError as e:
+            raise PayloadError(f"data.{key}: cannot read {src}: {e.strerror}") from None
+        name = os.path.basename(src[:-3] if src.endswith(".gz") else src)
+        if head[:4] == b"HUFG" or head[:6] == b"\x93NUMPY" or name.endswith(".bin"):
+            continue
+        if len(head) >= 8 and head[:2] == b"\x00\x00" and 0x08 <= head[2] <= 0x0E and 1 <= head[3] <= 4:
+            counts[key] = int.from_bytes(head[4:8], "big")
+            continue
+        raise PayloadError(f"data.{key}: {src} is not an IDX, NumPy, CIFAR-10 or huffgpu file (gzipped or not)")
+    for images, labels in (("train_images", "train_labels"), ("test_images", "test_labels")):
+        if images in counts and labels in counts and counts[images] != counts[labels]:
+            raise PayloadError(f"data.{images} holds {counts[images]} samples but data.{labels} {counts[labels]} labels")
+
+
+def check_model(cfg):
+    for key in ("model", "mask"):
+        path = cfg.get(key)
+        if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            raise PayloadError(f"'{key}': {os.path.abspath(path)} is not a readable file "
+                               "(relative paths are relative to the current folder)")
+
+
 def plan(d, cfg, binaries):
     """The files to stage: (relative path in the payload, source path, action) with action one
     of copy, huffgpu (encode), gunzip+huffgpu."""
@@ -118,6 +162,7 @@ def library_closure(binaries):
 
 def build(items, payload_dir, huffgpu_encode):
     """Writes the payload folder and its manifest; returns [(relative path, size, source size)]."""
+    os.makedirs(payload_dir, exist_ok=True)
     rows = []
     for rel, src, action in items:
         dst = os.path.join(payload_dir, rel)

@@ -211,3 +211,23 @@ def test_bad_inputs_fail_cleanly_on_every_rank(tmp_path, ranks):
     (tmp_path / "out.onnx").write_bytes(b"keep")
     p = polish(model, "-o", tmp_path / "out.onnx", *args, ranks=ranks, check=False)
     assert p.returncode == 3 and (tmp_path / "out.onnx").read_bytes() == b"keep"
+
+
+def test_test_accuracy_with_a_bad_test_set_writes_nothing(tmp_path):
+    """--test-accuracy evaluates the input model before polishing: a missing test set fails
+    before any output exists. An empty -o is a usage error."""
+    model = branchy_model(tmp_path / "m.onnx")
+    small_idx(tmp_path, 300)
+    cfg = {"model": str(model), "data": {"train_images": str(tmp_path / "img.idx"), "train_labels": str(tmp_path / "lbl.idx"),
+                                         "test_images": str(tmp_path / "img.idx"), "test_labels": str(tmp_path / "absent.idx")},
+           "augmentation": {"mean": [MEAN], "std": [STD]}}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.onnx"
+    p = polish(model, "--config", tmp_path / "c.json", "--test-accuracy", "-o", out, check=False)
+    assert p.returncode == 3 and "absent.idx" in p.stderr and not out.exists(), p.stderr
+    cfg["data"]["test_labels"] = str(tmp_path / "lbl.idx")
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    r = json.loads(polish(model, "--config", tmp_path / "c.json", "--test-accuracy", "--samples", 200, "-o", out).stdout)
+    assert 0 <= r["test_accuracy_before"] <= 1 and 0 <= r["test_accuracy_after"] <= 1
+    p = polish(model, "--config", tmp_path / "c.json", "-o", "", check=False)
+    assert p.returncode == 1 and "-o: an empty path" in p.stderr

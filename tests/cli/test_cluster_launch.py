@@ -119,7 +119,10 @@ def test_directives_and_launch_lines_per_scheduler(tmp_path):
     ({"stage": {"data": 1}}, "'stage.data' must be a JSON bool"),
     ({"nodes": "2"}, "'nodes' must be an integer"),
     ({"nodes": True}, "'nodes' must be an integer"),
-    ({"nodes": 0}, "'nodes' must be >= 1"),
+    ({"nodes": 0}, "'nodes' must be in [1, 1048576], not 0"),
+    ({"cores_per_node": 10 ** 30, "threads_per_rank": 10 ** 20}, "'cores_per_node' must be in [1, 65536]"),
+    ({"directives": ["#SBATCH --x\nrm -rf /tmp/x"]}, "'directives' entries are single lines"),
+    ({"scratch": "/tmp/a\"b"}, "'scratch' must not contain quotes"),
     ({"scheduler": "lsf"}, "'scheduler' must be one of slurm, pbs, pjm, uge, none"),
     ({"threads_per_rank": 2}, "ranks_per_node x threads_per_rank = 2 x 2 = 4 exceeds cores_per_node = 2"),
     ({"gpus_per_node": 1}, "ranks_per_node = 2 exceeds gpus_per_node = 1"),
@@ -128,7 +131,7 @@ def test_directives_and_launch_lines_per_scheduler(tmp_path):
     ({"scheduler": "uge"}, "needs 'resource_type'"),
     ({"nodes": 2}, "needs 'hostfile'"),
     ({"scratch": "scratch"}, "'scratch' must be an absolute path"),
-    ({"environment": {"NCCL_DEBUG": 1}}, "'environment.NCCL_DEBUG' must be a string"),
+    ({"environment": {"NCCL_DEBUG": 1}}, "'environment.NCCL_DEBUG' must be a one-line string"),
 ])
 def test_bad_descriptions_are_refused_naming_file_and_key(tmp_path, change, message):
     d = json.loads(description(tmp_path).read_text())
@@ -177,6 +180,62 @@ def test_bad_training_configuration_or_data_leave_no_job_folder(tmp_path):
     p = launch("--cluster", desc, "--config", tmp_path / "bad.json", "--job-dir", tmp_path / "job", check=False)
     assert p.returncode == 2 and "bad.gz" in p.stderr, p.stderr
     assert not [f for f in os.listdir(tmp_path) if f.startswith((".job", "job"))]
+
+
+def test_bad_model_data_and_usage_fail_at_launch(tmp_path):
+    """What would otherwise fail only on the nodes, after the queue: a missing model, a data file
+    dist-train cannot read, images and labels of different counts; usage errors exit 1."""
+    desc = description(tmp_path)
+    p = launch("--cluster", desc, "--config", train_config(tmp_path, model=str(tmp_path / "absent.onnx")), check=False)
+    assert p.returncode == 2 and "'model':" in p.stderr and "absent.onnx" in p.stderr, p.stderr
+    (tmp_path / "noise.bin.gz").write_bytes(b"\x00" * 10)
+    (tmp_path / "noise.idx").write_bytes(os.urandom(1000))
+    cfg = json.loads(train_config(tmp_path).read_text())
+    cfg["data"]["train_images"] = str(tmp_path / "noise.idx")
+    (tmp_path / "bad.json").write_text(json.dumps(cfg))
+    p = launch("--cluster", desc, "--config", tmp_path / "bad.json", check=False)
+    assert p.returncode == 2 and "data.train_images" in p.stderr and "is not an IDX" in p.stderr, p.stderr
+    cfg = json.loads(train_config(tmp_path).read_text())
+    cfg["data"]["train_labels"] = f"{FM}/t10k-labels-idx1-ubyte.gz"
+    (tmp_path / "bad.json").write_text(json.dumps(cfg))
+    p = launch("--cluster", desc, "--config", tmp_path / "bad.json", check=False)
+    assert p.returncode == 2 and "holds 512 samples but data.train_labels 10000 labels" in p.stderr, p.stderr
+    p = launch("--cluster", desc, "--config", train_config(tmp_path), "--dry-run", "--submit", check=False)
+    assert p.returncode == 1 and "not allowed with argument" in p.stderr
+    (tmp_path / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
+    p = launch("--cluster", tmp_path / "latin1.json", "--config", train_config(tmp_path), check=False)
+    assert p.returncode == 2 and "not UTF-8" in p.stderr
+    assert not [f for f in os.listdir(tmp_path) if f.startswith((".job", "jobs"))]
+
+
+def test_force_replaces_job_folders_only(tmp_path):
+    """-f never deletes a folder that launch.py did not make (e.g. the one holding the inputs)."""
+    desc, cfg = description(tmp_path), train_config(tmp_path)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep")
+    p = launch("--cluster", desc, "--config", cfg, "--job-dir", precious, "-f", check=False)
+    assert p.returncode == 1 and "is not a job folder made by launch.py" in p.stderr
+    assert (precious / "notes.txt").read_text() == "keep"
+    p = launch("--cluster", desc, "--config", cfg, "--job-dir", tmp_path, "-f", check=False)
+    assert p.returncode == 1 and desc.exists() and cfg.exists()
+
+
+def test_nothing_staged_and_an_ampersand_in_the_scratch_path(tmp_path):
+    job = tmp_path / "job"
+    d = json.loads(description(tmp_path).read_text())
+    d["stage"] = {"data": False, "binaries": False}
+    (tmp_path / "c.json").write_text(json.dumps(d))
+    launch("--cluster", tmp_path / "c.json", "--config", train_config(tmp_path), "--job-dir", job)
+    assert (job / "payload" / "manifest.tsv").read_text() == ""
+    d["stage"] = {}
+    d["scratch"] = str(tmp_path / "a&b" / "%n")
+    (tmp_path / "c.json").write_text(json.dumps(d))
+    launch("--cluster", tmp_path / "c.json", "--config", train_config(tmp_path), "--job-dir", job, "-f")
+    code, _, err = finish(node_script(job, "stage.sh", "n1"))
+    assert code == 0, err
+    staged = json.loads((tmp_path / "a&b" / "n1" / "train.json").read_text())
+    assert staged["data"]["train_images"] == str(tmp_path / "a&b" / "n1" / "data/train_images/img.idx.huf")
 
 
 def test_dry_run_writes_nothing_and_existing_folder_needs_force(tmp_path):
@@ -304,7 +363,7 @@ def test_none_scheduler_job_trains_from_staged_shards(tmp_path):
     assert r["job_id"].startswith("local-")
     out = job / "out" / "job.out"
     deadline = time.time() + 300
-    while not re.search(r"done:|error", out.read_text() if out.exists() else ""):
+    while not re.search(r"cleaned up|error", out.read_text() if out.exists() else ""):
         assert time.time() < deadline, out.read_text() if out.exists() else "no job output"
         time.sleep(1)
     time.sleep(1)  # the last lines of the job

@@ -197,4 +197,7 @@ def test_failing_environment_check_fails_the_job_before_training(slurm, tmp_path
     assert state == "FAILED", f"{record}\n{output}"
     assert f"ranks x threads = 2 x {n} = {2 * n} exceeds the {n} cores online on this node" in output, output
     assert "training with" not in output and not (job / "out" / "trained.onnx").exists()
+    # The failed job removed what it had staged on both nodes (job.sh's EXIT trap).
+    for n in ("node1", "node2"):
+        assert not (tmp_path / "scratch" / n / f"job-{r['job_id']}").exists(), n
     assert time.time() - start < 120, "the job did not fail fast"

@@ -9,6 +9,7 @@
 
 #include "bn/polish.h"
 #include "common/data_options.h"
+#include "common/model_outputs.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/error.h"
@@ -46,17 +47,13 @@ ordered_json layer_json(const hpcnn::bn::LayerStatistics& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<hpcnn::dist::Communicator> comm;
-  try {
-    comm = hpcnn::tool::asks_only_for_help_or_version(argc, argv) ? hpcnn::dist::make_single_communicator()
-                                                                   : hpcnn::dist::make_communicator(&argc, &argv);
-  } catch (const hpcnn::Error& e) {
-    std::cerr << "bn-polish: error: " << e.what() << "\n";
-    return e.exit_code();
-  }
-  std::string model, output, report_file, external = "auto";
+  int status = 0;
+  const std::unique_ptr<hpcnn::dist::Communicator> comm = hpcnn::tool::tool_communicator("bn-polish", &argc, &argv, &status);
+  if (!comm) return status;
+  std::string model, output;
   int64_t samples = 0, batch_size = 256;
-  bool force = false, test_accuracy = false;
+  bool test_accuracy = false;
+  hpcnn::tool::ModelOutputFlags out;
   hpcnn::tool::DataOptions data;
   return hpcnn::tool::run_tool(
       {.name = "bn-polish",
@@ -78,14 +75,11 @@ int main(int argc, char** argv) {
             ->check(CLI::PositiveNumber)->group("Training data");
         app.add_flag("--test-accuracy", test_accuracy,
                      "Also report the test accuracy before and after (the --config's data.test_*)");
-        app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
-        app.add_option("--external-data", external,
-                       "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
-            ->check(CLI::IsMember({"auto", "always", "never"}));
-        app.add_flag("-f,--force", force, "Overwrite existing output files");
+        hpcnn::tool::add_model_output_flags(app, out);
       },
       [&](const hpcnn::tool::Context&) {
         if (output == "-") hpcnn::throw_error(hpcnn::ErrorKind::usage, "-o -: bn-polish writes models to files, not to stdout");
+        if (output.empty()) hpcnn::throw_error(hpcnn::ErrorKind::usage, "-o: an empty path");
         if (test_accuracy && data.config.empty())
           hpcnn::throw_error(hpcnn::ErrorKind::usage, "--test-accuracy needs --config TRAIN.json (its data.test_images/labels)");
         const hpcnn::tool::TrainingData td = hpcnn::tool::resolve_data_options(data);
@@ -97,9 +91,12 @@ int main(int argc, char** argv) {
         }
         if (comm->rank() == 0)
           hpcnn::tool::prepare_outputs({{output, "the output"}, {output + ".data", "the output's external data", true},
-                                        {report_file, "--report"}},
-                                       {model}, force);
-        hpcnn::tool::Report report(comm->rank() == 0 ? report_file : "");
+                                        {out.report, "--report"}},
+                                       {model}, out.force);
+        hpcnn::tool::Report report(comm->rank() == 0 ? out.report : "");
+        // The accuracy before goes first: a bad test set fails before any output is written.
+        nlohmann::json before;
+        if (test_accuracy) before = hpcnn::train::run_evaluation(cfg, *comm, model);
         const auto t0 = std::chrono::steady_clock::now();
         hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
         hpcnn::bn::PolishOptions po;
@@ -109,16 +106,13 @@ int main(int argc, char** argv) {
         po.normalise.std = td.std;
         const hpcnn::bn::PolishResult r = hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r.layers.empty())
+        if (r.layers.empty() && comm->rank() == 0)
           spdlog::warn("{} has no BatchNormalization node: the model is written unchanged", model);
         else
           spdlog::info("{} BatchNormalization node(s) re-estimated over {} samples of {} in {} pass(es), {:.1f} s",
                        r.layers.size(), r.samples, td.images, r.passes, secs);
         if (comm->rank() == 0) {
-          const auto ext = external == "always"  ? hpcnn::onnxu::ExternalData::always
-                           : external == "never" ? hpcnn::onnxu::ExternalData::never
-                                                 : hpcnn::onnxu::ExternalData::automatic;
-          hpcnn::onnxu::save_model(m.proto, output, hpcnn::onnxu::output_save_options(m, ext, force));
+          hpcnn::onnxu::save_model(m.proto, output, hpcnn::onnxu::output_save_options(m, out.external_data(), out.force));
         }
         ordered_json j{{"model", model},
                        {"output", output},
@@ -136,7 +130,6 @@ int main(int argc, char** argv) {
         j["layers"] = layers;
         if (test_accuracy) {
           comm->barrier();  // the output is written
-          const auto before = hpcnn::train::run_evaluation(cfg, *comm, model);
           const auto after = hpcnn::train::run_evaluation(cfg, *comm, output);
           j["test_accuracy_before"] = before["test_accuracy"];
           j["test_accuracy_after"] = after["test_accuracy"];

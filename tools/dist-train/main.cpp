@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "common/model_outputs.h"
 #include "common/outputs.h"
 #include "common/progress.h"
 #include "common/tool.h"
@@ -33,16 +34,11 @@ void on_first_signal(int signal) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<hpcnn::dist::Communicator> comm;
-  try {
-    comm = hpcnn::tool::asks_only_for_help_or_version(argc, argv) ? hpcnn::dist::make_single_communicator()
-                                                                   : hpcnn::dist::make_communicator(&argc, &argv);
-    hpcnn::set_process_identity(comm->rank(), comm->host());
-    g_rank = comm->rank();  // device errors name the rank and host
-  } catch (const hpcnn::Error& e) {
-    std::cerr << "dist-train: error: " << e.what() << "\n";
-    return e.exit_code();
-  }
+  int status = 0;
+  const std::unique_ptr<hpcnn::dist::Communicator> comm = hpcnn::tool::tool_communicator("dist-train", &argc, &argv, &status);
+  if (!comm) return status;
+  hpcnn::set_process_identity(comm->rank(), comm->host());
+  g_rank = comm->rank();  // device errors name the rank and host
   std::string config, resume, evaluate, model, output, metrics, checkpoint, split = "test";
   int epochs = 0, batch = 0, threads = -1;
   double lr = 0;

@@ -9,6 +9,7 @@
 
 #include "common/data_options.h"
 #include "common/numbers.h"
+#include "common/model_outputs.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/atomic_file.h"
@@ -54,9 +55,9 @@ int main(int argc, char** argv) {
   int64_t batches = 100, batch_size = 128;
   double margin = 0.1, loss_before = 0, upper_bound = 0;
   CLI::Option *opt_loss_before = nullptr, *opt_upper = nullptr;
-  std::string model, output, thresholds_file, rates, report_file, external = "auto";
+  std::string model, output, thresholds_file, rates;
+  hpcnn::tool::ModelOutputFlags out;
   double threshold = 0, target_params = 0, target_macs = 0, uniform = 0;
-  bool force = false;
   CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr;
   return hpcnn::tool::run_tool(
       {.name = "prune-rate",
@@ -83,11 +84,7 @@ int main(int argc, char** argv) {
         opt_uniform = app.add_option("--rate", uniform,
                                      "One pruning rate in [0, 1) for every prunable layer: the smallest-L1 filters go (baseline)");
         opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
-        app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
-        app.add_option("--external-data", external,
-                       "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
-            ->check(CLI::IsMember({"auto", "always", "never"}));
-        app.add_flag("-f,--force", force, "Overwrite existing output files");
+        hpcnn::tool::add_model_output_flags(app, out);
         hpcnn::tool::add_data_options(app, data);
         const std::string dd = "Data-driven thresholds";
         app.add_option("--batches", batches, "Batches of the loss and sensitivity (default 100; fewer if the data end)")
@@ -113,10 +110,8 @@ int main(int argc, char** argv) {
         if (opt_macs->count()) o.target_macs_reduction = target_macs;
         if (opt_uniform->count()) o.uniform_rate = uniform;
         if (opt_rates->count()) o.rates = hpcnn::tool::parse_number_list(rates, "--rates");
-        o.external_data = external == "always"  ? hpcnn::onnxu::ExternalData::always
-                          : external == "never" ? hpcnn::onnxu::ExternalData::never
-                                                : hpcnn::onnxu::ExternalData::automatic;
-        o.overwrite = force;
+        o.external_data = out.external_data();
+        o.overwrite = out.force;
         const bool data_driven = data.given();
         hpcnn::tool::TrainingData td;
         if (data_driven) {
@@ -135,9 +130,9 @@ int main(int argc, char** argv) {
         if (comm->rank() == 0)
           hpcnn::tool::prepare_outputs({{output, "the output"},
                                         {output.empty() ? std::string() : output + ".data", "the output's external data", true},
-                                        {report_file, "--report"}},
-                                       {model}, force);
-        hpcnn::tool::Report report(comm->rank() == 0 ? report_file : std::string());
+                                        {out.report, "--report"}},
+                                       {model}, out.force);
+        hpcnn::tool::Report report(comm->rank() == 0 ? out.report : std::string());
         if (data_driven) {
           const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
           const hpcnn::train::Sensitivity s =

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/data_options.h"
+#include "common/model_outputs.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/atomic_file.h"
@@ -16,11 +17,12 @@
 #include "train/channel_moments.h"
 
 int main(int argc, char** argv) {
-  std::string model, output, report_file, layer, structure = "channel", init = "svd", external = "auto";
+  std::string model, output, layer, structure = "channel", init = "svd";
+  hpcnn::tool::ModelOutputFlags out;
   int64_t channels = 0, width = 0;
   double compression = 0;
   uint64_t seed = 1;
-  bool allow_full_rank = false, force = false;
+  bool allow_full_rank = false;
   hpcnn::tool::DataOptions data;
   int64_t batches = 100, batch_size = 128;
   CLI::Option *opt_channels = nullptr, *opt_width = nullptr, *opt_compression = nullptr, *opt_layer = nullptr;
@@ -52,11 +54,7 @@ int main(int argc, char** argv) {
         app.add_option("--batch-size", batch_size, "Samples per batch (default 128)")->check(CLI::PositiveNumber)->group("Training data");
         app.add_option("--seed", seed, "Seed of --init random (default 1)");
         app.add_flag("--allow-full-rank", allow_full_rank, "Permit C' = C (k = H*W): no compression, e.g. to check the rewrite");
-        app.add_option("--report", report_file, "Write the JSON report to this file instead of stdout");
-        app.add_option("--external-data", external,
-                       "Store the weights in '<output>.data': auto (when the input did, or over 2 GiB), always, never")
-            ->check(CLI::IsMember({"auto", "always", "never"}));
-        app.add_flag("-f,--force", force, "Overwrite existing output files");
+        hpcnn::tool::add_model_output_flags(app, out);
       },
       [&](const hpcnn::tool::Context&) {
         hpcnn::fcl::SparsifyOptions o;
@@ -89,15 +87,13 @@ int main(int argc, char** argv) {
         }
         o.seed = seed;
         o.allow_full_rank = allow_full_rank;
-        o.external_data = external == "always"  ? hpcnn::onnxu::ExternalData::always
-                          : external == "never" ? hpcnn::onnxu::ExternalData::never
-                                                : hpcnn::onnxu::ExternalData::automatic;
-        o.overwrite = force;
+        o.external_data = out.external_data();
+        o.overwrite = out.force;
         hpcnn::fcl::validate_options(o);
         hpcnn::tool::prepare_outputs({{output, "the output"}, {output + ".data", "the output's external data", true},
-                                      {report_file, "--report"}},
-                                     {model}, force);
-        hpcnn::tool::Report report(report_file);
+                                      {out.report, "--report"}},
+                                     {model}, out.force);
+        hpcnn::tool::Report report(out.report);
         report.write(hpcnn::fcl::run_sparsify(o).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
         return 0;
       });

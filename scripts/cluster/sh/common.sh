@@ -22,9 +22,10 @@ scratch_folder() {
     [ -n "${!var:-}" ] || fail "the scratch path '$HPCNN_SCRATCH_PATTERN' uses \${$var}, which is not set on this node"
     s=${s//"\${$var}"/"${!var}"}
   done
-  s=${s//%n/$node}
-  s=${s//%j/$HPCNN_JOB_ID}
-  s=${s//%u/${USER:-$(id -un)}}
+  # Quoted replacements: bash 5.2 gives & in an unquoted one the matched text.
+  s=${s//%n/"$node"}
+  s=${s//%j/"$HPCNN_JOB_ID"}
+  s=${s//%u/"${USER:-$(id -un)}"}
   case $s in
     /*) ;;
     *) fail "the scratch path '$s' is not absolute" ;;

@@ -40,7 +40,7 @@ while IFS=$'\t' read -r size rel; do
 done < "$manifest"
 
 config=$(< "$job_dir/train.json.in")
-printf '%s\n' "${config//@SCRATCH@/$scratch}" > "$scratch/train.json"
+printf '%s\n' "${config//@SCRATCH@/"$scratch"}" > "$scratch/train.json"
 ms=$((($(date +%s%N) - start) / 1000000))
 echo "$node staged $files files, $bytes bytes, in $ms ms to $scratch" >> "$job_dir/out/stage.log"
 echo "hpcnn: node $node: staged $files files ($bytes bytes) in $ms ms to $scratch"

@@ -17,9 +17,13 @@ module load hpcx/2.12
 set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
+cleanup_nodes() {
+  mpirun -np 2 --map-by ppr:1:node --bind-to none --hostfile "$SGE_JOB_HOSTLIST" bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+}
+trap cleanup_nodes EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 2 node(s)"
 mpirun -np 2 --map-by ppr:1:node --bind-to none --hostfile "$SGE_JOB_HOSTLIST" bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 8 rank(s)"
-mpirun -np 8 --map-by ppr:4:node:PE=10 --bind-to core --hostfile "$SGE_JOB_HOSTLIST" bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json"
-mpirun -np 2 --map-by ppr:1:node --bind-to none --hostfile "$SGE_JOB_HOSTLIST" bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID"
+mpirun -np 8 --map-by ppr:4:node:PE=10 --bind-to core --hostfile "$SGE_JOB_HOSTLIST" bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json.part"
+mv "$job_dir/out/summary.json.part" "$job_dir/out/summary.json"
 echo "hpcnn: job $HPCNN_JOB_ID: done: $job_dir/out/trained.onnx"

@@ -21,10 +21,14 @@ set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
 llio_transfer "$job_dir/payload/bin/dist-train" "$job_dir/payload/bin/huffgpu-decode" "$job_dir/payload/data/train_images/img.idx.huf" "$job_dir/payload/data/train_labels/lbl.idx.huf" "$job_dir/payload/data/test_images/img.idx.huf" "$job_dir/payload/data/test_labels/lbl.idx.huf"
+cleanup_nodes() {
+  mpiexec -n 64 bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+}
+trap cleanup_nodes EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 16 node(s)"
 mpiexec -n 64 bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 64 rank(s)"
-mpiexec -n 64 bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json"
-mpiexec -n 64 bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID"
+mpiexec -n 64 bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json.part"
+mv "$job_dir/out/summary.json.part" "$job_dir/out/summary.json"
 llio_transfer --purge "$job_dir/payload/bin/dist-train" "$job_dir/payload/bin/huffgpu-decode" "$job_dir/payload/data/train_images/img.idx.huf" "$job_dir/payload/data/train_labels/lbl.idx.huf" "$job_dir/payload/data/test_images/img.idx.huf" "$job_dir/payload/data/test_labels/lbl.idx.huf"
 echo "hpcnn: job $HPCNN_JOB_ID: done: $job_dir/out/trained.onnx"

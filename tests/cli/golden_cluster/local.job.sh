@@ -8,9 +8,13 @@ job_dir=@JOB@
 set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
+cleanup_nodes() {
+  mpirun -np 1 --map-by ppr:1:node --bind-to none bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+}
+trap cleanup_nodes EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 1 node(s)"
 mpirun -np 1 --map-by ppr:1:node --bind-to none bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 2 rank(s)"
-mpirun -np 2 --map-by ppr:2:node --bind-to none bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json"
-mpirun -np 1 --map-by ppr:1:node --bind-to none bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID"
+mpirun -np 2 --map-by ppr:2:node --bind-to none bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json.part"
+mv "$job_dir/out/summary.json.part" "$job_dir/out/summary.json"
 echo "hpcnn: job $HPCNN_JOB_ID: done: $job_dir/out/trained.onnx"

@@ -20,9 +20,13 @@ module load nccl/2.21
 set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
+cleanup_nodes() {
+  srun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+}
+trap cleanup_nodes EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 2 node(s)"
 srun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 8 rank(s)"
-mpirun -np 8 --map-by ppr:4:node:PE=8 --bind-to core bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json"
-srun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID"
+mpirun -np 8 --map-by ppr:4:node:PE=8 --bind-to core bash "$job_dir/rank.sh" "$HPCNN_JOB_ID" > "$job_dir/out/summary.json.part"
+mv "$job_dir/out/summary.json.part" "$job_dir/out/summary.json"
 echo "hpcnn: job $HPCNN_JOB_ID: done: $job_dir/out/trained.onnx"
