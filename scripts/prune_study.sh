@@ -40,7 +40,6 @@ launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
 [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 py=.venv/bin/python
-$py -c "import matplotlib" 2>/dev/null || .venv/bin/pip install -q matplotlib==3.10.7
 [ -f build/models/fashion_mnist_cnn.onnx ] || $py scripts/make_train_models.py build/models
 log() { echo "prune_study: $(date +%H:%M:%S) $*" >&2; }
 t_start=$SECONDS
