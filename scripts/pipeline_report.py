@@ -92,6 +92,10 @@ def out_channels(path):
     return out
 
 
+def wall(seconds):
+    return "-" if seconds is None else f"{seconds:,.0f} s"
+
+
 def version(bin_dir, tool):
     try:
         return subprocess.run([os.path.join(bin_dir, tool, tool), "--version"], capture_output=True, text=True,
@@ -223,11 +227,12 @@ def main():
     head = "| step | model | parameters | MACs | file | test accuracy | test loss | images/s | wall time |\n|---|---|---|---|---|---|---|---|---|\n"
     rows = "".join(f"| {s['step']} | {s['what']} | {s['parameters']:,} | {s['macs']:,} | {s['model_bytes'] / 1e6:.2f} MB | "
                    f"{100 * s['test_accuracy']:.2f}% | {s['test_loss']:.4f} | {s['images_per_second']:,.0f} | "
-                   f"{s['seconds'] if s['seconds'] is not None else '-'} s |\n" for s in steps)
+                   f"{wall(s['seconds'])} |\n" for s in steps)
     md = [f"# Pipeline run {os.path.abspath(run)}\n", head + rows]
     if data:
-        md.append("\nData shards (huffgpu-encode of the gunzipped files): " + ", ".join(
-            f"{d['key']} {d['source_bytes']:,} -> {d['shard_bytes']:,} bytes" for d in data) + "\n")
+        md.append("\nData: the files as given (gzip here) -> their huffgpu shards (huffgpu-encode of the "
+                  "decompressed bytes): " + ", ".join(
+                      f"{d['key']} {d['source_bytes']:,} -> {d['shard_bytes']:,} bytes" for d in data) + "\n")
     if check:
         md.append(f"\nonnxruntime on the final model: test accuracy {100 * check['onnxruntime_test_accuracy']:.2f}% "
                   f"(dist-train: {100 * check['dist_train_test_accuracy']:.2f}%)\n")
