@@ -155,8 +155,6 @@ def main():
                                                   "model_compression", "init_relative_error") if k in fcl}
     if polish:
         report["polish"] = {k: polish[k] for k in ("samples", "passes", "seconds")}
-    with open(os.path.join(run, "report.json"), "w") as f:
-        json.dump(report, f, indent=1)
 
     # Plots. Curves on one epoch axis through the phases: training, the prune loop's fine-tunings
     # (validation accuracy: the loop holds the test set out), fine-tuning after sparsify-fcl.

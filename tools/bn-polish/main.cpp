@@ -2,7 +2,6 @@
 // non-augmented training data, weights frozen (lib/bn/polish.h); under mpirun the batches are
 // split over the ranks and the statistics are exact for any world size.
 #include <chrono>
-#include <iostream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -56,14 +55,12 @@ int main(int argc, char** argv) {
   hpcnn::tool::ModelOutputFlags out;
   hpcnn::tool::DataOptions data;
   return hpcnn::tool::run_tool(
-      {.name = "bn-polish",
-       .description =
-           "Re-estimates the BatchNormalization statistics (running_mean, running_var) of a trained ONNX\n"
-           "model on non-augmented training data, weights frozen (Final Polishing, Kasagi et al. HPDC 2020;\n"
-           "PreciseBN). Under mpirun the batches are split over the ranks. The JSON report goes to stdout.",
-       .rank = comm->rank(),
-       .world = comm->size(),
-       .on_failure = [&](int code) { if (comm->size() > 1) comm->abort(code); }},
+      hpcnn::tool::mpi_tool_spec(
+          "bn-polish",
+          "Re-estimates the BatchNormalization statistics (running_mean, running_var) of a trained ONNX\n"
+          "model on non-augmented training data, weights frozen (Final Polishing, Kasagi et al. HPDC 2020;\n"
+          "PreciseBN). Under mpirun the batches are split over the ranks. The JSON report goes to stdout.",
+          *comm),
       argc, argv,
       [&](CLI::App& app) {
         app.add_option("model", model, "Input ONNX model")->required();

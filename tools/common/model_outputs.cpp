@@ -32,4 +32,12 @@ std::unique_ptr<dist::Communicator> tool_communicator(const char* tool, int* arg
   }
 }
 
+ToolSpec mpi_tool_spec(std::string name, std::string description, dist::Communicator& comm) {
+  return {.name = std::move(name),
+          .description = std::move(description),
+          .rank = comm.rank(),
+          .world = comm.size(),
+          .on_failure = [&comm](int code) { if (comm.size() > 1) comm.abort(code); }};
+}
+
 }  // namespace hpcnn::tool

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "common/tool.h"
 #include "dist/communicator.h"
 #include "onnx/model.h"
 
@@ -30,5 +31,9 @@ void add_model_output_flags(CLI::App& app, ModelOutputFlags& flags);
 // MPI library cannot start, e.g. a login node or an unsupported launcher). On failure prints
 // "<tool>: error: ..." and returns null; the caller exits with the error's code (*exit_code).
 std::unique_ptr<dist::Communicator> tool_communicator(const char* tool, int* argc, char*** argv, int* exit_code);
+
+// The ToolSpec of a tool that may run under mpirun: its rank and world size, and an error on any
+// rank ends every rank (MPI_Abort with the exit code). `comm` must outlive run_tool().
+ToolSpec mpi_tool_spec(std::string name, std::string description, dist::Communicator& comm);
 
 }  // namespace hpcnn::tool

@@ -45,15 +45,16 @@ int main(int argc, char** argv) {
   bool print_config = false, force = false, fine_tune = false;
   std::vector<std::string> sets;
   return hpcnn::tool::run_tool(
-      {.name = "dist-train",
-       .description =
-           "Data-parallel training of an ONNX CNN: launch with `mpirun -np N dist-train --config FILE`\n"
-           "(MPI on CPUs) or run it as one process. Flags override configuration keys; logs go to stderr\n"
-           "(rank 0; other ranks only warnings and errors), the final summary as JSON to stdout.",
-       .rank = comm->rank(),
-       .world = comm->size(),
-       .on_failure = [&](int code) { if (comm->size() > 1) comm->abort(code); },  // an error on any rank ends every rank
-       .graceful_stop = on_first_signal},
+      [&] {
+        hpcnn::tool::ToolSpec spec = hpcnn::tool::mpi_tool_spec(
+            "dist-train",
+            "Data-parallel training of an ONNX CNN: launch with `mpirun -np N dist-train --config FILE`\n"
+            "(MPI on CPUs) or run it as one process. Flags override configuration keys; logs go to stderr\n"
+            "(rank 0; other ranks only warnings and errors), the final summary as JSON to stdout.",
+            *comm);
+        spec.graceful_stop = on_first_signal;
+        return spec;
+      }(),
       argc, argv,
       [&](CLI::App& app) {
         app.add_option("--config", config, "JSON configuration (configs/README.md documents every key)");

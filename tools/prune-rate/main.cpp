@@ -60,16 +60,14 @@ int main(int argc, char** argv) {
   double threshold = 0, target_params = 0, target_macs = 0, uniform = 0;
   CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr;
   return hpcnn::tool::run_tool(
-      {.name = "prune-rate",
-       .description =
-           "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
-           "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model. With training data\n"
-           "(--config or --data) the per-layer thresholds come from the model's loss and connection\n"
-           "sensitivity (under mpirun the batches are split over the ranks).\n"
-           "The JSON report goes to stdout (or --report FILE); logs go to stderr.",
-       .rank = comm->rank(),
-       .world = comm->size(),
-       .on_failure = [&](int code) { if (comm->size() > 1) comm->abort(code); }},
+      hpcnn::tool::mpi_tool_spec(
+          "prune-rate",
+          "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
+          "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model. With training data\n"
+          "(--config or --data) the per-layer thresholds come from the model's loss and connection\n"
+          "sensitivity (under mpirun the batches are split over the ranks).\n"
+          "The JSON report goes to stdout (or --report FILE); logs go to stderr.",
+          *comm),
       argc, argv,
       [&](CLI::App& app) {
         app.add_option("model", model, "Input ONNX model")->required();
