@@ -154,6 +154,7 @@ CodeLengths read_code_table(const uint8_t* in, size_t avail, int limit, size_t* 
   }
   if (kraft != (uint64_t{1} << kMaxCodeLength))
     throw_error(ErrorKind::bad_input, "code-length table is not a complete prefix code " + where);
+  if ((n & 1) && (in[size - 1] >> 4) != 0) throw_error(ErrorKind::bad_input, "non-zero padding nibble in a code-length table " + where);
   *consumed = size;
   return lengths;
 }

@@ -57,9 +57,9 @@ FileHeader read_file_header(const uint8_t* in, size_t avail) {
   if (std::memcmp(in, kMagic, 4) != 0) throw_error(ErrorKind::bad_input, "not a huffgpu stream (wrong magic at byte offset 0)");
   FileHeader h;
   h.version = in[4];
-  if (h.version != kVersion)
-    throw_error(ErrorKind::unsupported, "huffgpu format version " + std::to_string(h.version) + " is not supported (this build reads version " +
-                                            std::to_string(kVersion) + ")");
+  if (h.version < kOldestVersion || h.version > kVersion)
+    throw_error(ErrorKind::unsupported, "huffgpu format version " + std::to_string(h.version) + " is not supported (this build reads versions " +
+                                            std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) + ")");
   if (get<uint32_t>(in + 12) != XXH32(in, 12, 0)) throw_error(ErrorKind::bad_input, "file header checksum mismatch at byte offset 12");
   h.flags = in[5];
   h.code_limit = in[6];
@@ -81,6 +81,7 @@ void write_chunk_header(const ChunkHeader& h, uint8_t out[kChunkHeaderSize]) {
   put<uint64_t>(out + 16, h.bit_length);
   put<uint64_t>(out + 24, h.checksum);
   put<uint32_t>(out + 32, h.meta_checksum);
+  put<uint32_t>(out + 36, h.blocks);
   put<uint32_t>(out + 12, XXH32(out, kChunkHeaderSize, 0));  // over the header with this field 0
 }
 
@@ -98,7 +99,9 @@ ChunkHeader read_chunk_header(const uint8_t in[kChunkHeaderSize], const FileHead
   h.bit_length = get<uint64_t>(in + 16);
   h.checksum = get<uint64_t>(in + 24);
   h.meta_checksum = get<uint32_t>(in + 32);
-  if (get<uint32_t>(in + 36) != 0) throw_error(ErrorKind::bad_input, "reserved chunk header bytes are not zero " + where);
+  h.blocks = get<uint32_t>(in + 36);
+  const bool has_blocks = fh.version >= 2 && h.mode == ChunkMode::huffman;
+  if (!has_blocks && h.blocks != 0) throw_error(ErrorKind::bad_input, "reserved chunk header bytes are not zero " + where);
   switch (h.mode) {
     case ChunkMode::end:
       if (h.original_length || h.payload_length) throw_error(ErrorKind::bad_input, "malformed end marker " + where);
@@ -114,6 +117,10 @@ ChunkHeader read_chunk_header(const uint8_t in[kChunkHeaderSize], const FileHead
         throw_error(ErrorKind::bad_input, "bit length " + std::to_string(h.bit_length) + " impossible for " + std::to_string(h.original_length) + " symbols " + where);
       // The bitstream's words alone: so a reader's output buffer (original length <= bit length)
       // stays within 8x the payload it has read.
+      // Every block but the last holds at least kBlockUnit (16 KiB) bytes.
+      if (has_blocks && (h.blocks == 0 || h.blocks > (uint64_t{h.original_length} + kMinBlockSize - 1) / kMinBlockSize))
+        throw_error(ErrorKind::bad_input, "block count " + std::to_string(h.blocks) + " impossible for " + std::to_string(h.original_length) +
+                                              " bytes (every block but the last holds at least " + std::to_string(kMinBlockSize) + ") " + where);
       if (h.payload_length < (h.bit_length + 31) / 32 * 4)
         throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) + " too short for " +
                                               std::to_string(h.bit_length) + " bits " + where);

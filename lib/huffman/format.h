@@ -16,7 +16,9 @@ namespace hpcnn::huffman {
 
 inline constexpr char kMagic[4] = {'H', 'U', 'F', 'G'};
 inline constexpr char kTrailerMagic[4] = {'H', 'U', 'F', 'E'};
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;        // written by the encoders
+inline constexpr uint8_t kOldestVersion = 1;  // still read
+inline constexpr size_t kBlockEntrySize = 12;  // version 2: per code block, length (u32) and bits (u64)
 inline constexpr size_t kFileHeaderSize = 16;
 inline constexpr size_t kChunkHeaderSize = 40;
 inline constexpr size_t kTableEntrySize = 16;
@@ -24,6 +26,8 @@ inline constexpr size_t kTrailerSize = 40;
 inline constexpr uint16_t kChunkMagic = 0x4B43;  // "CK"
 inline constexpr uint8_t kFlagGapArray = 1;
 inline constexpr uint32_t kMaxChunkSize = 1u << 30;
+// Version 2: every code block of a chunk but its last holds at least this many input bytes.
+inline constexpr uint32_t kMinBlockSize = 16u << 10;
 
 enum class ChunkMode : uint8_t { huffman = 0, raw = 1, single_symbol = 2, end = 0xFF };
 
@@ -44,6 +48,7 @@ struct ChunkHeader {
   uint64_t bit_length = 0;        // huffman: exact bits of the bitstream; end: number of chunks
   uint64_t checksum = 0;          // XXH3-64 of the chunk's original bytes
   uint32_t meta_checksum = 0;     // huffman: XXH32 of the code table and gap array (with padding)
+  uint32_t blocks = 0;            // version 2, huffman: number of code blocks (>= 1); otherwise 0
 };
 
 struct TableEntry {
@@ -68,8 +73,9 @@ TableEntry read_table_entry(const uint8_t in[kTableEntrySize]);
 void write_trailer(const Trailer& t, uint8_t out[kTrailerSize]);
 Trailer read_trailer(const uint8_t in[kTrailerSize], uint64_t offset);
 
-// Layout of a huffman chunk's payload: code table, gap array and bitstream start offsets
-// (each 4-byte aligned from the chunk start).
+// Layout of a huffman chunk's payload: code tables (version 2: the block table, then one
+// code-length table per block), gap array and bitstream start offsets (each 4-byte aligned from
+// the chunk start).
 struct PayloadLayout {
   size_t table_offset = 0, table_size = 0;
   size_t gap_offset = 0, gap_size = 0;

@@ -266,18 +266,31 @@ def test_inconsistent_chunk_table(tmp_path, stream):
     fails(tmp_path, bytes(bad), "chunk table entry 0")
 
 
+def chunk0_tables(enc):
+    """Offsets in a version-2 stream of chunk 0's first code-length table and of its gap array
+    (lib/huffman/FORMAT.md): header at 16, its block count at 16 + 36, 12 bytes per block, then
+    one table per block (32-byte bitmap, a nibble per symbol), the gap array 4-byte aligned."""
+    assert enc[4] == 2
+    blocks = struct.unpack_from("<I", enc, 16 + 36)[0]
+    first = 16 + 40 + 12 * blocks
+    pos = first
+    for _ in range(blocks):
+        nsym = sum(bin(b).count("1") for b in enc[pos:pos + 32])
+        pos += 32 + (nsym + 1) // 2
+    return first, 16 + ((pos - 16 + 3) & ~3)
+
+
 def test_inconsistent_code_table(tmp_path, stream):
     _, enc = stream
     bad = bytearray(enc)
-    bad[16 + 40 + 32] ^= 0x10  # a code length in chunk 0's table: the code is no longer complete
+    first, _ = chunk0_tables(enc)
+    bad[first + 32] ^= 0x10  # a code length in chunk 0's table: the code is no longer complete
     fails(tmp_path, bytes(bad), "chunk 0")
 
 
 def test_gap_entry_out_of_range(tmp_path, stream):
     data, enc = stream
-    # Chunk 0: header at 16; its gap array follows the code table (4-byte aligned).
-    nsym = sum(bin(b).count("1") for b in enc[56:88])
-    gap_off = 16 + ((40 + 32 + (nsym + 1) // 2 + 3) & ~3)
+    _, gap_off = chunk0_tables(enc)
     bad = bytearray(enc)
     bad[gap_off + 10] ^= 0x88  # two entries jump by 8 bits
     fails(tmp_path, bytes(bad), "chunk 0")

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "huffman/bitstream.h"
 
+#include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
 #include "huffman/cpu/hot.h"
 
@@ -218,8 +219,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
     case ChunkMode::single_symbol: std::memset(out, payload[0], h.original_length); break;
     case ChunkMode::huffman: {
       size_t table_size = 0;
-      const CodeLengths lengths = read_code_table(payload, h.payload_length, fh.code_limit, &table_size,
-                                                  "in chunk " + std::to_string(index) + " at byte offset " + std::to_string(offset + kChunkHeaderSize));
+      const std::vector<CodeBlock> blocks = read_code_blocks(h, payload, h.payload_length, fh, &table_size, index, offset);
       const PayloadLayout lay = huffman_layout(table_size, h.bit_length, fh);
       if (lay.payload_length != h.payload_length)
         throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) + " does not match its bit length and tables (" +
@@ -227,27 +227,22 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
         throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
       check_bitstream_padding(chunk + lay.words_offset, lay.words_count, h.bit_length, where);
-      int min_length = kMaxCodeLength;
-      for (uint8_t l : lengths)
-        if (l) min_length = std::min<int>(min_length, l);
       const uint32_t S = fh.segment_bits();
       const uint64_t nseg = segment_count(h.bit_length, S);
       const uint8_t* gaps = chunk + lay.gap_offset;
       const uint8_t* src_words = chunk + lay.words_offset;
       const uint64_t nwords = lay.words_count;
 
-      // Lanes: contiguous segment ranges starting at gap-array boundaries, in groups of four
-      // (interleaved even when small): a few groups per thread when there are several, about
-      // kLaneBits each when the chunk is large, at least kMinLaneBits.
-      int nlanes = 1;
-      if (fh.gap_array()) {
-        const int T = codec_threads(threads);
-        const uint64_t want = std::max<uint64_t>(static_cast<uint64_t>(T) * kInterleave * (T > 1 ? kGroupsPerThread : 1), h.bit_length / kLaneBits);
-        nlanes = static_cast<int>(std::clamp<uint64_t>(h.bit_length / kMinLaneBits, 1, std::min<uint64_t>(want, nseg)));
-        if (nlanes < kInterleave && nseg >= kInterleave) nlanes = kInterleave;
-        if (nlanes > kInterleave) nlanes -= nlanes % kInterleave;  // whole groups: all interleaved
-      }
-      std::vector<Lane> lanes(nlanes);
+      // Lanes: every code block starts one (its first bit is a codeword boundary), and the
+      // segments inside a block split it further at their gap-array boundaries. The chunk gets
+      // a few groups of four lanes per thread when there are several threads, about kLaneBits
+      // each when it is large, at least kMinLaneBits; each block its share by bits, in groups
+      // of four interleaved lanes (whole groups when it has more than four).
+      const int threads_wanted = codec_threads(threads);
+      uint64_t want_total = 1;
+      if (fh.gap_array())
+        want_total = std::max<uint64_t>(static_cast<uint64_t>(threads_wanted) * kInterleave * (threads_wanted > 1 ? kGroupsPerThread : 1),
+                                        h.bit_length / kLaneBits);
       auto boundary = [&](uint64_t k) -> uint64_t {
         if (k >= nseg) return h.bit_length;
         const uint64_t b = k * S + read_gap(gaps, k);
@@ -255,25 +250,56 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           throw_error(ErrorKind::bad_input, "gap entry of segment " + std::to_string(k) + " points past the bitstream " + where);
         return b;
       };
-      auto capacity = [&](const Lane& l) { return (l.end - l.begin) / static_cast<uint64_t>(min_length) + kLaneSlack; };
-      for (int i = 0; i < nlanes; ++i) {
-        const uint64_t seg0 = nseg * i / nlanes, seg1 = nseg * (i + 1) / nlanes;
-        lanes[i].begin = nlanes == 1 ? 0 : boundary(seg0);
-        lanes[i].end = nlanes == 1 ? h.bit_length : boundary(seg1);
-        if (lanes[i].end < lanes[i].begin)
-          throw_error(ErrorKind::bad_input, "gap entries of segments " + std::to_string(seg0) + " and " + std::to_string(seg1) + " are inconsistent " + where);
+      struct Group {
+        int first, last, block;
+      };
+      std::vector<Lane> lanes;
+      std::vector<Group> group_list;
+      std::vector<int> lane_block;
+      for (size_t bi = 0; bi < blocks.size(); ++bi) {
+        const CodeBlock& cb = blocks[bi];
+        const uint64_t b0 = cb.bit_begin, b1 = cb.bit_begin + cb.bits;
+        const uint64_t k0 = (b0 + S - 1) / S, k1 = (b1 + S - 1) / S;  // segments starting inside the block
+        int nl = 1;
+        if (fh.gap_array() && k1 > k0 + 1) {
+          const uint64_t share = std::max<uint64_t>(1, (want_total * cb.bits + h.bit_length - 1) / h.bit_length);
+          nl = static_cast<int>(std::clamp<uint64_t>(cb.bits / kMinLaneBits, 1, std::min<uint64_t>(share, k1 - k0)));
+          if (nl < kInterleave && k1 - k0 >= kInterleave) nl = kInterleave;
+          if (nl > kInterleave) nl -= nl % kInterleave;
+        }
+        const int base = static_cast<int>(lanes.size());
+        uint64_t prev_end = b0;
+        for (int i = 0; i < nl; ++i) {
+          Lane l;
+          // Lane i takes the segments [k0 + (k1-k0)*i/nl, ...): it starts at the first codeword
+          // boundary at or after its first segment's start (the block's start for lane 0).
+          const uint64_t s0 = k0 + (k1 - k0) * i / nl, s1 = k0 + (k1 - k0) * (i + 1) / nl;
+          l.begin = i == 0 ? b0 : boundary(s0);
+          l.end = i + 1 == nl ? b1 : boundary(s1);
+          if (l.begin != prev_end || l.end < l.begin || l.end > b1)
+            throw_error(ErrorKind::bad_input, "gap entries of segments " + std::to_string(s0) + " and " + std::to_string(s1) + " are inconsistent with block " +
+                                                  std::to_string(bi) + " (bits " + std::to_string(b0) + ".." + std::to_string(b1) + ") " + where);
+          prev_end = l.end;
+          lanes.push_back(l);
+          lane_block.push_back(static_cast<int>(bi));
+        }
+        for (int g = base; g < base + nl; g += kInterleave) group_list.push_back({g, std::min(base + nl, g + kInterleave), static_cast<int>(bi)});
       }
+      auto capacity = [&](int i) {
+        const Lane& l = lanes[i];
+        return (l.end - l.begin) / static_cast<uint64_t>(blocks[lane_block[i]].min_length) + kLaneSlack;
+      };
       auto check_lane = [&](int i) {
         if (lanes[i].stop != lanes[i].end)
-          throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " ends at bit " +
-                                                std::to_string(lanes[i].stop) + " instead of " + std::to_string(lanes[i].end) + " " + where);
+          throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " (block " + std::to_string(lane_block[i]) +
+                                                ") ends at bit " + std::to_string(lanes[i].stop) + " instead of " + std::to_string(lanes[i].end) + " " + where);
       };
       auto check_count = [&](uint64_t decoded) {
         if (decoded != h.original_length)
           throw_error(ErrorKind::bad_input, "decoded " + std::to_string(decoded) + " symbols, the chunk header says " +
                                                 std::to_string(h.original_length) + " " + where);
       };
-      const int groups = (nlanes + kInterleave - 1) / kInterleave;
+      const int groups = static_cast<int>(group_list.size());
       const int T = std::min({codec_threads(threads), groups, static_cast<int>(std::max<uint64_t>(1, h.bit_length / kMinThreadBits))});
       // Thread 0 takes groups from the front of the chunk, in order, copies each group's output
       // into place and hashes it while it is still in cache. The other threads take groups
@@ -282,11 +308,11 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       // are placed in order from the top; a thread waits for the group above its own). Output
       // ranges are reserved under the lock, so corrupt counts can never make two threads write
       // the same bytes. Once all threads are done, thread 0 hashes the back part.
-      auto group_lanes = [&](int g) { return std::pair<int, int>(g * kInterleave, std::min(nlanes, (g + 1) * kInterleave)); };
+      auto group_lanes = [&](int g) { return std::pair<int, int>(group_list[g].first, group_list[g].last); };
       uint64_t group_cap = 0;
       for (int g = 0; g < groups; ++g) {
         uint64_t c = 0;
-        for (int i = group_lanes(g).first; i < group_lanes(g).second; ++i) c += capacity(lanes[i]);
+        for (int i = group_lanes(g).first; i < group_lanes(g).second; ++i) c += capacity(i);
         group_cap = std::max(group_cap, c);
       }
       scratch.lanes.resize(std::max<size_t>(scratch.lanes.size(), group_cap * static_cast<uint64_t>(T) + 16));
@@ -305,16 +331,11 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
         thread_local std::vector<uint32_t> words;
         // Each thread builds its own lookup table (in parallel, and decoding then never waits
         // for cache lines another core wrote).
+        // (one block's at a time: groups are taken in order, so a thread rebuilds it only
+        // when it reaches the next block).
         thread_local DecodeTable table;
+        int table_block = -1;
         const int t = omp_get_thread_num();
-        try {
-          table = build_decode_table(lengths, kRootBits, /*multi=*/true);
-        } catch (const std::bad_alloc&) {
-          std::lock_guard<std::mutex> lock(claim);
-          out_of_memory = true;
-          failed_lane = 0;
-          placed.notify_all();
-        }
         uint8_t* const buf = scratch.lanes.data() + group_cap * static_cast<uint64_t>(t);
         for (;;) {
           int g;
@@ -327,9 +348,13 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           uint64_t o = 0;
           for (int i = first; i < last; ++i) {
             lanes[i].out = buf + o;
-            o += capacity(lanes[i]);
+            o += capacity(i);
           }
           try {
+            if (table_block != group_list[g].block) {
+              table = build_decode_table(blocks[group_list[g].block].lengths, kRootBits, /*multi=*/true);
+              table_block = group_list[g].block;
+            }
             decode_group(table, src_words, nwords, lanes.data() + first, last - first, words);
           } catch (const std::bad_alloc&) {  // nothing may leave the parallel region
             std::lock_guard<std::mutex> lock(claim);

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 #include "huffman/bitstream.h"
+#include "huffman/block_split.h"
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
 #include "huffman/cpu/hot.h"
@@ -271,87 +273,101 @@ void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
   if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
   if (fh.segment_log2 != 7 && fh.segment_log2 != 8) throw_error(ErrorKind::usage, "encode_chunk: segment size must be 128 or 256 bits");
-  // Threads, and the parts they pack: with several threads, a few parts each, taken
-  // dynamically, so that a thread slowed by other work does not hold the chunk up.
+  if (fh.version != kVersion) throw_error(ErrorKind::usage, "encode_chunk: the encoder writes format version " + std::to_string(kVersion) + " only");
   const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(codec_threads(threads))));
-  const int P = T == 1 ? 1 : static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(T) * kPartsPerThread));
-  // One histogram per part (their bit counts give the parts' offsets), the parts taken by the
-  // threads dynamically while one of them also hashes the chunk. One thread hashes and counts
-  // in one pass, block by block while each block is in cache.
-  std::vector<size_t> bound(P + 1);
-  for (int t = 0; t <= P; ++t) bound[t] = n * static_cast<size_t>(t) / static_cast<size_t>(P);
-  std::vector<Histogram> part_hist(P, Histogram{});
+  // One histogram per 16 KiB unit (the block splitter's input; their bit counts give the parts'
+  // offsets). One thread hashes and counts in one pass, unit by unit while each is in cache;
+  // several take the units dynamically while one of them also hashes the chunk.
+  const size_t U = block_units(n);
+  auto unit_len = [&](size_t u) { return std::min(n, (u + 1) * kBlockUnit) - u * kBlockUnit; };
+  std::vector<Histogram> units(U, Histogram{});
   uint64_t checksum = 0;
   if (T == 1) {
     Checksum64Stream hash;
     ByteCounter counter;
-    for (size_t off = 0; off < n; off += kHashBlock) {
-      const size_t len = std::min(kHashBlock, n - off);
-      hash.add(in + off, len);
-      counter.add(in + off, len);
+    for (size_t u = 0; u < U; ++u) {
+      hash.add(in + u * kBlockUnit, unit_len(u));
+      counter.add(in + u * kBlockUnit, unit_len(u));
+      counter.fold(units[u].data());
     }
-    counter.fold(part_hist[0].data());  // n < 2^32: no counter can overflow
     checksum = hash.value();
   } else {
 #pragma omp parallel num_threads(T)
     {
 #pragma omp single nowait
       checksum = checksum64(in, n);
-#pragma omp for schedule(dynamic, 1)
-      for (int t = 0; t < P; ++t) byte_histogram(in + bound[t], bound[t + 1] - bound[t], part_hist[t].data());
+#pragma omp for schedule(dynamic, 4)
+      for (size_t u = 0; u < U; ++u) byte_histogram(in + u * kBlockUnit, unit_len(u), units[u].data());
     }
   }
-  Histogram hist{};
-  for (const auto& h : part_hist)
-    for (int s = 0; s < 256; ++s) hist[s] += h[s];
-  const ChunkPlan plan = plan_chunk(hist, n, fh);
+  const ChunkPlan plan = plan_chunk(units, n, fh);
   if (plan.mode == ChunkMode::single_symbol) return write_single_symbol_chunk(plan, n, checksum, out);
   if (plan.mode == ChunkMode::raw) return write_raw_chunk(in, n, checksum, out);
-  const auto& enc = plan.enc;
   const auto& lay = plan.layout;
-  std::vector<uint64_t> start(P + 1, 0);
-  for (int t = 0; t < P; ++t) {
-    uint64_t bits = 0;
-    for (int s = 0; s < 256; ++s) bits += part_hist[t][s] * plan.lengths[s];
-    start[t + 1] = start[t] + bits;
+  // Parts: runs of units inside one block (one thread: a block each; several: a few parts per
+  // thread, taken dynamically, so that a thread slowed by other work does not hold the chunk up),
+  // each starting at the bit offset that the units before it take.
+  struct Part {
+    size_t begin, end;  // bytes
+    uint64_t bit_begin, bit_end;
+    int block;
+  };
+  std::vector<Part> parts;
+  const size_t part_units = T == 1 ? U : std::max<size_t>(1, U / (static_cast<size_t>(T) * kPartsPerThread));
+  for (size_t b = 0; b < plan.blocks.size(); ++b) {
+    const BlockPlan& bp = plan.blocks[b];
+    uint64_t bit = bp.bit_begin;
+    for (size_t u0 = bp.first_unit; u0 < bp.end_unit; u0 += part_units) {
+      const size_t u1 = std::min(bp.end_unit, u0 + part_units);
+      uint64_t bits = 0;
+      for (size_t u = u0; u < u1; ++u)
+        for (int s = 0; s < 256; ++s) bits += units[u][s] * bp.lengths[s];
+      parts.push_back({u0 * kBlockUnit, std::min(n, u1 * kBlockUnit), bit, bit + bits, static_cast<int>(b)});
+      bit += bits;
+    }
   }
-  const uint64_t total_bits = start[P];
+  const int P = static_cast<int>(parts.size());
+  const uint64_t total_bits = plan.total_bits;
   begin_huffman_chunk(plan, out);
   const uint64_t nseg = segment_count(total_bits, fh.segment_bits());
   std::vector<uint8_t> gap_bytes(fh.gap_array() ? nseg + 1 : 0, 0);  // + the spare slot
-  int nsym = 0;
-  uint8_t present[256];
-  for (int s = 0; s < 256; ++s)
-    if (hist[s]) present[nsym++] = static_cast<uint8_t>(s);
-  const int max_length = *std::max_element(plan.lengths.begin(), plan.lengths.end());
-  const bool use_pair = n >= kPairTableMinBytes && nsym <= kPairTableMaxSymbols && max_length <= 12;
-  const PackFn pack = pick_pack(fh.gap_array(), use_pair, max_length);
   uint8_t* const be = out.data() + lay.words_offset;
   const size_t stream_bytes = (total_bits + 7) / 8, word_bytes = lay.words_count * 4;
-  std::vector<PartResult> parts(P);
-#pragma omp parallel num_threads(T)
+  std::vector<PartResult> results(P);
+#pragma omp parallel num_threads(std::min(T, P))
   {
-    // Each thread builds its own pair table: nsym^2 stores, cheaper than fetching lines another
-    // core wrote.
+    // Each thread builds its own pair table per block: nsym^2 stores, cheaper than fetching
+    // lines another core wrote.
     thread_local std::vector<uint32_t> pair;
-    uint32_t* pair_ptr = nullptr;
-    if (use_pair) {
-      pair.resize(65536);
-      pair_ptr = pair.data();
-      for (int k = 0; k < nsym; ++k) build_pair_row(enc, present, nsym, present[k], pair_ptr);
-    }
+    int pair_block = -1;
 #pragma omp for schedule(dynamic, 1)
-    for (int t = 0; t < P; ++t)
-      parts[t] = pack(in + bound[t], bound[t + 1] - bound[t], enc.data(), pair_ptr, start[t], start[t + 1], be, gap_bytes.data(), fh.segment_log2);
+    for (int t = 0; t < P; ++t) {
+      const Part& pt = parts[t];
+      const BlockPlan& bp = plan.blocks[pt.block];
+      const bool use_pair = bp.n >= kPairTableMinBytes && bp.symbols <= kPairTableMaxSymbols && bp.max_length <= 12;
+      if (use_pair && pair_block != pt.block) {
+        pair.resize(65536);
+        uint8_t present[256];
+        int nsym = 0;
+        for (int s = 0; s < 256; ++s)
+          if (bp.lengths[s]) present[nsym++] = static_cast<uint8_t>(s);
+        for (int k = 0; k < nsym; ++k) build_pair_row(bp.enc, present, nsym, present[k], pair.data());
+        pair_block = pt.block;
+      }
+      const PackFn pack = pick_pack(fh.gap_array(), use_pair, bp.max_length);
+      results[t] = pack(in + pt.begin, pt.end - pt.begin, bp.enc.data(), use_pair ? pair.data() : nullptr, pt.bit_begin, pt.bit_end, be,
+                        gap_bytes.data(), fh.segment_log2);
+    }
   }
   for (int u = 0; u < P; ++u)
-    if (parts[u].has_head) be[start[u] >> 3] |= parts[u].head;
+    if (results[u].has_head) be[parts[u].bit_begin >> 3] |= results[u].head;
   std::memset(be + stream_bytes, 0, word_bytes - stream_bytes);
   // The words the parts left: those holding a part boundary or the end of the stream.
   size_t last_swapped = SIZE_MAX;
-  for (int u = 1; u <= P; ++u) {
-    const size_t w = static_cast<size_t>(start[u] >> 5);
-    if ((start[u] & 31) == 0 || w == last_swapped) continue;
+  for (int u = 0; u < P; ++u) {
+    const uint64_t e = parts[u].bit_end;
+    const size_t w = static_cast<size_t>(e >> 5);
+    if ((e & 31) == 0 || w == last_swapped) continue;
     swap_word(be + 4 * w);
     last_swapped = w;
   }

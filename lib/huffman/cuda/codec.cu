@@ -10,6 +10,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "huffman/bitstream.h"
+#include "huffman/block_split.h"
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
 
@@ -48,41 +49,45 @@ __device__ unsigned long long look_back(unsigned long long* status, unsigned til
   return exclusive;
 }
 
-// ---- histogram -------------------------------------------------------------------------------
-__global__ void histogram_kernel(const uint8_t* __restrict__ in, size_t n, unsigned int* __restrict__ counts) {
+// ---- histogram ----------------------------------------------------------------------------
+// One block per 16 KiB unit (the block splitter's input, block_split.h): shared-memory counts,
+// 32-bit wordwise loads, written to counts[unit * 256 + symbol] (`in` starts at a unit).
+__global__ void unit_histogram_kernel(const uint8_t* __restrict__ in, size_t n, unsigned int* __restrict__ counts) {
   __shared__ unsigned int h[256];
   for (int i = threadIdx.x; i < 256; i += blockDim.x) h[i] = 0;
   __syncthreads();
-  const size_t nwords = n / 4;
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(in);
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < nwords; i += stride) {
+  const size_t begin = static_cast<size_t>(blockIdx.x) * kBlockUnit;
+  const size_t len = min(n - begin, static_cast<size_t>(kBlockUnit));
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(in + begin);
+  for (size_t i = threadIdx.x; i < len / 4; i += blockDim.x) {
     const uint32_t v = w[i];
     atomicAdd(&h[v & 0xFF], 1u);
     atomicAdd(&h[(v >> 8) & 0xFF], 1u);
     atomicAdd(&h[(v >> 16) & 0xFF], 1u);
     atomicAdd(&h[v >> 24], 1u);
   }
-  if (blockIdx.x == 0)
-    for (size_t i = nwords * 4 + threadIdx.x; i < n; i += blockDim.x) atomicAdd(&h[in[i]], 1u);
+  for (size_t i = len / 4 * 4 + threadIdx.x; i < len; i += blockDim.x) atomicAdd(&h[in[begin + i]], 1u);
   __syncthreads();
-  for (int i = threadIdx.x; i < 256; i += blockDim.x)
-    if (h[i]) atomicAdd(&counts[i], h[i]);
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) counts[static_cast<size_t>(blockIdx.x) * 256 + i] = h[i];
 }
 
 // ---- encode ----------------------------------------------------------------------------------
+// enc_table: 256 entries per code block; unit_block: the code block of each 16 KiB unit (a tile
+// lies inside one unit, so one table serves the whole tile).
 __global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const uint32_t* __restrict__ enc_table,
-                              uint32_t* __restrict__ words, uint32_t* __restrict__ gaps, unsigned long long* status,
+                              const uint32_t* __restrict__ unit_block, uint32_t* __restrict__ words, uint32_t* __restrict__ gaps, unsigned long long* status,
                               unsigned int* tile_counter, uint32_t segment_log2, unsigned long long total_bits) {
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t enc[256];
   __shared__ unsigned int tile_s;
   __shared__ unsigned long long prefix_s;
-  for (int i = threadIdx.x; i < 256; i += blockDim.x) enc[i] = enc_table[i];
   if (threadIdx.x == 0) tile_s = atomicAdd(tile_counter, 1u);
   __syncthreads();
   const unsigned tile = tile_s;
+  const uint32_t* tile_table = enc_table + 256u * unit_block[static_cast<size_t>(tile) * kTile / kBlockUnit];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) enc[i] = tile_table[i];
+  __syncthreads();
   const size_t base = static_cast<size_t>(tile) * kTile + static_cast<size_t>(threadIdx.x) * kItems;
   uint32_t bits = 0;
   for (int k = 0; k < kItems; ++k)
@@ -94,7 +99,8 @@ __global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const ui
   if (base >= n) return;
   uint64_t pos = prefix_s + exclusive;
   // Start of the codeword before this thread's first one (none for the very first).
-  uint64_t prev = base == 0 ? UINT64_MAX : pos - (enc[in[base - 1]] >> 24);
+  // (The previous symbol may lie in the previous code block: its table from global memory.)
+  uint64_t prev = base == 0 ? UINT64_MAX : pos - (enc_table[256u * unit_block[(base - 1) / kBlockUnit] + in[base - 1]] >> 24);
   uint64_t wi = pos >> 5;
   uint32_t nacc = static_cast<uint32_t>(pos & 31);
   bool shared_first = nacc != 0;  // the first word is shared with the previous thread
@@ -132,9 +138,15 @@ __global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const ui
 }
 
 // ---- decode ----------------------------------------------------------------------------------
-struct DeviceTable {
-  const uint32_t* root;  // 4096 entries (copied to shared memory by each block)
-  const uint32_t* sub;   // second-level entries (global memory; only for codes over 12 bits)
+// The code blocks' tables: per block a 4096-entry first-level table (one of them, the block where
+// a thread block's first segment starts, is copied to shared memory) and its second-level
+// entries (global memory; only for codes over 12 bits), and the blocks' first bits.
+struct DeviceTables {
+  const uint32_t* root;                   // blocks * 4096 entries
+  const uint32_t* sub;                    // all second-level entries
+  const uint32_t* sub_offset;             // per block: its first entry in `sub`
+  const unsigned long long* block_bits;   // blocks + 1: first bit of each block, then the total
+  uint32_t blocks;
 };
 
 __device__ __forceinline__ uint32_t decode_entry(const uint32_t* root, const uint32_t* sub, const uint32_t* words,
@@ -145,6 +157,37 @@ __device__ __forceinline__ uint32_t decode_entry(const uint32_t* root, const uin
   return e;
 }
 
+// The code block holding bit `pos`: the last block starting at or before it.
+__device__ __forceinline__ uint32_t block_of(const DeviceTables& t, uint64_t pos) {
+  uint32_t lo = 0, hi = t.blocks - 1;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (t.block_bits[mid] <= pos) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// A thread's position in the blocks: the tables of the block it decodes, switched when its
+// position reaches the next block's first bit (block boundaries are codeword boundaries).
+struct BlockCursor {
+  uint32_t b;
+  uint64_t end;
+  const uint32_t* root;
+  const uint32_t* sub;
+  __device__ void set(const DeviceTables& t, const uint32_t* shared_root, uint32_t shared_block, uint32_t block) {
+    b = block;
+    end = t.block_bits[b + 1];
+    root = b == shared_block ? shared_root : t.root + static_cast<size_t>(b) * (1u << kRootBits);
+    sub = t.sub + t.sub_offset[b];
+  }
+  __device__ uint32_t decode(const DeviceTables& t, const uint32_t* shared_root, uint32_t shared_block, const uint32_t* words,
+                             uint64_t nwords, uint64_t pos) {
+    while (pos >= end && b + 1 < t.blocks) set(t, shared_root, shared_block, b + 1);
+    return decode_entry(root, sub, words, nwords, pos);
+  }
+};
+
 // Start of segment k: from the gap array, or from the self-synchronized starts.
 __device__ __forceinline__ uint64_t segment_start(uint64_t k, uint64_t nseg, uint64_t total_bits, uint32_t segment_log2,
                                                   const uint8_t* gaps, const unsigned long long* starts) {
@@ -153,7 +196,7 @@ __device__ __forceinline__ uint64_t segment_start(uint64_t k, uint64_t nseg, uin
   return (k << segment_log2) + read_gap(gaps, k);
 }
 
-__global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nwords, DeviceTable table, const uint8_t* gaps,
+__global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nwords, DeviceTables table, const uint8_t* gaps,
                               const unsigned long long* starts, uint64_t nseg, uint32_t segment_log2,
                               unsigned long long total_bits, uint8_t* __restrict__ out, unsigned long long out_len,
                               unsigned long long* status, unsigned int* tile_counter, unsigned int* error_segment) {
@@ -162,8 +205,15 @@ __global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nword
   __shared__ uint32_t root[1 << kRootBits];
   __shared__ unsigned int tile_s;
   __shared__ unsigned long long prefix_s;
-  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[i];
-  if (threadIdx.x == 0) tile_s = atomicAdd(tile_counter, 1u);
+  __shared__ uint32_t shared_block_s;
+  if (threadIdx.x == 0) {
+    tile_s = atomicAdd(tile_counter, 1u);
+    const uint64_t k0 = static_cast<uint64_t>(tile_s) * kThreads;
+    shared_block_s = block_of(table, min(segment_start(k0, nseg, total_bits, segment_log2, gaps, starts), static_cast<uint64_t>(total_bits) - 1));
+  }
+  __syncthreads();
+  const uint32_t shared_block = shared_block_s;
+  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[static_cast<size_t>(shared_block) * (1u << kRootBits) + i];
   __syncthreads();
   const uint64_t k = static_cast<uint64_t>(tile_s) * kThreads + threadIdx.x;
   uint64_t begin = 0, end = 0;
@@ -174,8 +224,10 @@ __global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nword
     end = segment_start(k + 1, nseg, total_bits, segment_log2, gaps, starts);
     if (begin > end || end > total_bits) ok = false;
     uint64_t pos = begin;
+    BlockCursor cur;
+    if (ok && pos < end) cur.set(table, root, shared_block, block_of(table, pos));
     while (ok && pos < end) {
-      pos += (decode_entry(root, table.sub, words, nwords, pos) >> 24) & 31;
+      pos += (cur.decode(table, root, shared_block, words, nwords, pos) >> 24) & 31;
       ++count;
     }
     if (!ok || pos != end) {
@@ -198,8 +250,10 @@ __global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nword
   uint64_t pos = begin;
   uint32_t pack = 0;
   int packed = 0;
+  BlockCursor cur;
+  if (count > 0) cur.set(table, root, shared_block, block_of(table, pos));
   for (uint32_t i = 0; i < count; ++i) {
-    const uint32_t e = decode_entry(root, table.sub, words, nwords, pos);
+    const uint32_t e = cur.decode(table, root, shared_block, words, nwords, pos);
     pos += (e >> 24) & 31;
     const uint8_t sym = static_cast<uint8_t>(e);
     if (packed == 0 && (o & 3) != 0) {
@@ -219,18 +273,25 @@ __global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nword
 
 // Self-synchronization round: thread k decodes from starts_in[k] up to the first codeword
 // boundary at or after (k+1)*S and proposes it as the start of segment k+1.
-__global__ void sync_kernel(const uint32_t* __restrict__ words, uint64_t nwords, DeviceTable table,
+__global__ void sync_kernel(const uint32_t* __restrict__ words, uint64_t nwords, DeviceTables table,
                             const unsigned long long* __restrict__ starts_in, unsigned long long* __restrict__ starts_out,
                             uint64_t nseg, uint32_t segment_log2, unsigned long long total_bits, unsigned int* changed) {
   __shared__ uint32_t root[1 << kRootBits];
-  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[i];
+  __shared__ uint32_t shared_block_s;
+  const uint64_t k0 = static_cast<uint64_t>(blockIdx.x) * blockDim.x;
+  if (threadIdx.x == 0) shared_block_s = block_of(table, min(static_cast<uint64_t>(starts_in[min(k0, nseg - 1)]), static_cast<uint64_t>(total_bits) - 1));
   __syncthreads();
-  const uint64_t k = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uint32_t shared_block = shared_block_s;
+  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[static_cast<size_t>(shared_block) * (1u << kRootBits) + i];
+  __syncthreads();
+  const uint64_t k = k0 + threadIdx.x;
   if (k == 0) starts_out[0] = 0;
   if (k + 1 >= nseg) return;
   const uint64_t limit = min((k + 1) << segment_log2, static_cast<uint64_t>(total_bits));
   uint64_t pos = starts_in[k];
-  while (pos < limit) pos += (decode_entry(root, table.sub, words, nwords, pos) >> 24) & 31;
+  BlockCursor cur;
+  if (pos < limit) cur.set(table, root, shared_block, block_of(table, pos));
+  while (pos < limit) pos += (cur.decode(table, root, shared_block, words, nwords, pos) >> 24) & 31;
   starts_out[k + 1] = pos;
   if (pos != starts_in[k + 1]) atomicOr(changed, 1u);
 }
@@ -292,7 +353,7 @@ struct Codec::Impl {
   DeviceBuffer<uint8_t> in, out;
   DeviceBuffer<uint32_t> words, gaps, table;
   DeviceBuffer<unsigned int> counts, counter, error;
-  DeviceBuffer<unsigned long long> status, starts_a, starts_b;
+  DeviceBuffer<unsigned long long> status, starts_a, starts_b, block_bits;
   PinnedBuffer pinned_in, pinned_out;
   struct Events {
     std::vector<cudaEvent_t> ev;
@@ -338,22 +399,21 @@ void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std:
   const size_t max_words = (n * kMaxCodeLength + 31) / 32;
   const size_t max_gap_words = (segment_count(uint64_t{n} * kMaxCodeLength, fh.segment_bits()) + 7) / 8 + 1;
   const size_t tiles = (n + kTile - 1) / kTile;
-  m.check_cap(n + 4 * max_words + 4 * max_gap_words + 8 * tiles);
+  const size_t units = block_units(n);
+  m.check_cap(n + 4 * max_words + 4 * max_gap_words + 8 * tiles + 4 * 256 * units + 4 * (256 * units + units));
   m.in.reserve(n);
   m.words.reserve(max_words);
   m.gaps.reserve(max_gap_words);
   m.status.reserve(tiles);
-  m.counts.reserve(256);
+  m.counts.reserve(256 * units);
   m.counter.reserve(1);
-  m.table.reserve(256);
+  m.table.reserve(256 * units + units);  // at most one code block per unit, and the unit -> block map
   m.pinned_in.reserve(n);
   std::memcpy(m.pinned_in.ptr, in, n);
 
-  // Upload in pieces on two streams, each piece histogrammed as soon as it has arrived.
+  // Upload in pieces on two streams, each piece's units histogrammed as soon as it has arrived.
   cudaStream_t s0 = m.stream[0];
-  HPCNN_CUDA_CHECK(cudaMemsetAsync(m.counts.ptr, 0, 256 * sizeof(unsigned int), s0));
-  HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
-  constexpr size_t kPiece = 8u << 20;
+  constexpr size_t kPiece = 8u << 20;  // a multiple of the unit
   const size_t pieces = (n + kPiece - 1) / kPiece;
   m.piece_events.reserve(2 * pieces);
   for (size_t off = 0, i = 0; off < n; off += kPiece, ++i) {
@@ -361,13 +421,14 @@ void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std:
     cudaStream_t s = m.stream[i % 2];
     HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.in.ptr + off, m.pinned_in.ptr + off, len, cudaMemcpyHostToDevice, s));
     HPCNN_CUDA_CHECK(cudaEventRecord(m.piece_events.at(2 * i), s));
-    histogram_kernel<<<blocks_for(len / 4 + 1, kThreads * 16), kThreads, 0, s>>>(m.in.ptr + off, len, m.counts.ptr);
+    unit_histogram_kernel<<<static_cast<unsigned>(block_units(len)), kThreads, 0, s>>>(m.in.ptr + off, len, m.counts.ptr + off / kBlockUnit * 256);
     HPCNN_CUDA_CHECK(cudaGetLastError());
     HPCNN_CUDA_CHECK(cudaEventRecord(m.piece_events.at(2 * i + 1), s));
   }
-  unsigned int counts32[256];
+  std::vector<unsigned int> counts32(256 * units);
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(m.stream[1]));
-  HPCNN_CUDA_CHECK(cudaMemcpyAsync(counts32, m.counts.ptr, sizeof counts32, cudaMemcpyDeviceToHost, s0));
+  HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
+  HPCNN_CUDA_CHECK(cudaMemcpyAsync(counts32.data(), m.counts.ptr, counts32.size() * sizeof(unsigned int), cudaMemcpyDeviceToHost, s0));
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
   double kernel_ms = 0;
   for (size_t i = 0; i < pieces; ++i) {
@@ -376,23 +437,32 @@ void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std:
     kernel_ms += ms;
   }
   times_.kernel_ms = kernel_ms;
-  Histogram hist{};
-  for (int s = 0; s < 256; ++s) hist[s] = counts32[s];
+  std::vector<Histogram> unit_hist(units);
+  for (size_t u = 0; u < units; ++u)
+    for (int s = 0; s < 256; ++s) unit_hist[u][s] = counts32[u * 256 + s];
   const uint64_t checksum = checksum64(in, n);
-  const ChunkPlan plan = plan_chunk(hist, n, fh);
+  const ChunkPlan plan = plan_chunk(unit_hist, n, fh);  // the same host decisions as the CPU encoder
   if (plan.mode == ChunkMode::single_symbol) return write_single_symbol_chunk(plan, n, checksum, out);
   if (plan.mode == ChunkMode::raw) return write_raw_chunk(in, n, checksum, out);
 
   const PayloadLayout& lay = plan.layout;
   const uint64_t nseg = segment_count(plan.total_bits, fh.segment_bits());
   const size_t gap_words = fh.gap_array() ? (nseg + 7) / 8 : 0;
-  HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.table.ptr, plan.enc.data(), 256 * sizeof(uint32_t), cudaMemcpyHostToDevice, s0));
+  // The blocks' codeword tables, then the code block of every unit.
+  const size_t nblocks = plan.blocks.size();
+  m.pinned_in.reserve(4 * (256 * nblocks + units));
+  uint32_t* tables = reinterpret_cast<uint32_t*>(m.pinned_in.ptr);
+  for (size_t b = 0; b < nblocks; ++b) {
+    std::memcpy(tables + 256 * b, plan.blocks[b].enc.data(), 256 * sizeof(uint32_t));
+    for (size_t u = plan.blocks[b].first_unit; u < plan.blocks[b].end_unit; ++u) tables[256 * nblocks + u] = static_cast<uint32_t>(b);
+  }
+  HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.table.ptr, tables, 4 * (256 * nblocks + units), cudaMemcpyHostToDevice, s0));
   HPCNN_CUDA_CHECK(cudaMemsetAsync(m.words.ptr, 0, lay.words_count * sizeof(uint32_t), s0));
   if (gap_words) HPCNN_CUDA_CHECK(cudaMemsetAsync(m.gaps.ptr, 0, gap_words * sizeof(uint32_t), s0));
   HPCNN_CUDA_CHECK(cudaMemsetAsync(m.status.ptr, 0, tiles * sizeof(unsigned long long), s0));
   HPCNN_CUDA_CHECK(cudaMemsetAsync(m.counter.ptr, 0, sizeof(unsigned int), s0));
   HPCNN_CUDA_CHECK(cudaEventRecord(m.start, s0));
-  encode_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, s0>>>(m.in.ptr, n, m.table.ptr, m.words.ptr,
+  encode_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, s0>>>(m.in.ptr, n, m.table.ptr, m.table.ptr + 256 * nblocks, m.words.ptr,
                                                                      gap_words ? m.gaps.ptr : nullptr, m.status.ptr,
                                                                      m.counter.ptr, fh.segment_log2, plan.total_bits);
   HPCNN_CUDA_CHECK(cudaGetLastError());
@@ -423,38 +493,58 @@ void Codec::decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileH
     std::memset(out, payload[0], h.original_length);
   } else if (h.mode == ChunkMode::huffman) {
     size_t table_size = 0;
-    const CodeLengths lengths = read_code_table(payload, h.payload_length, fh.code_limit, &table_size,
-                                                "in chunk " + std::to_string(index) + " at byte offset " + std::to_string(offset + kChunkHeaderSize));
+    const std::vector<CodeBlock> blocks = read_code_blocks(h, payload, h.payload_length, fh, &table_size, index, offset);
     const PayloadLayout lay = huffman_layout(table_size, h.bit_length, fh);
     if (lay.payload_length != h.payload_length)
       throw_error(ErrorKind::bad_input, "payload length does not match its bit length and tables " + where);
     if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
       throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
     check_bitstream_padding(chunk + lay.words_offset, lay.words_count, h.bit_length, where);
-    const DecodeTable table = build_decode_table(lengths, kRootBits, /*multi=*/false);
+    // Per code block: its first-level table (4096 entries), its second-level entries, and where
+    // they start; the tables uploaded as [roots | subs | sub offsets].
+    const size_t nblocks = blocks.size();
+    std::vector<uint32_t> subs, sub_offset(nblocks);
+    std::vector<unsigned long long> block_bits(nblocks + 1);
+    const size_t root_words = nblocks << kRootBits;
+    std::vector<uint32_t> roots(root_words);
+    for (size_t b = 0; b < nblocks; ++b) {
+      const DecodeTable t = build_decode_table(blocks[b].lengths, kRootBits, /*multi=*/false);
+      std::memcpy(roots.data() + (b << kRootBits), t.root.data(), t.root.size() * 4);
+      sub_offset[b] = static_cast<uint32_t>(subs.size());
+      subs.insert(subs.end(), t.sub.begin(), t.sub.end());
+      block_bits[b] = blocks[b].bit_begin;
+    }
+    block_bits[nblocks] = h.bit_length;
+    if (subs.empty()) subs.push_back(0);
+    const size_t table_words = root_words + subs.size() + nblocks;
     const uint64_t nseg = segment_count(h.bit_length, fh.segment_bits());
-    const size_t root_words = table.root.size(), sub_words = std::max<size_t>(table.sub.size(), 1);
-    m.check_cap(lay.words_count * 4 + lay.gap_size + h.original_length + 16 * nseg + 4 * (root_words + sub_words));
+    m.check_cap(lay.words_count * 4 + lay.gap_size + h.original_length + 16 * nseg + 4 * table_words + 8 * (nblocks + 1));
     m.words.reserve(lay.words_count + 1);
     m.gaps.reserve(lay.gap_size / 4 + 2);
-    m.table.reserve(root_words + sub_words);
+    m.table.reserve(table_words);
+    m.block_bits.reserve(nblocks + 1);
     m.out.reserve(h.original_length + 4);
     m.status.reserve(nseg / kThreads + 1);
     m.counter.reserve(1);
     m.error.reserve(1);
-    m.pinned_in.reserve(lay.words_count * 4 + lay.gap_size + 4 * (root_words + sub_words));
+    m.pinned_in.reserve(lay.words_count * 4 + lay.gap_size + 4 * table_words + 8 * (nblocks + 1) + 8);
     cudaStream_t s0 = m.stream[0];
     uint8_t* staging = m.pinned_in.ptr;
     std::memcpy(staging, chunk + lay.words_offset, lay.words_count * 4);
     std::memcpy(staging + lay.words_count * 4, chunk + lay.gap_offset, lay.gap_size);
-    std::memcpy(staging + lay.words_count * 4 + lay.gap_size, table.root.data(), root_words * 4);
-    if (!table.sub.empty()) std::memcpy(staging + lay.words_count * 4 + lay.gap_size + root_words * 4, table.sub.data(), table.sub.size() * 4);
+    uint8_t* table_staging = staging + lay.words_count * 4 + lay.gap_size;
+    std::memcpy(table_staging, roots.data(), root_words * 4);
+    std::memcpy(table_staging + root_words * 4, subs.data(), subs.size() * 4);
+    std::memcpy(table_staging + (root_words + subs.size()) * 4, sub_offset.data(), nblocks * 4);
+    uint8_t* bits_staging = staging + ((lay.words_count * 4 + lay.gap_size + 4 * table_words + 7) & ~size_t{7});
+    std::memcpy(bits_staging, block_bits.data(), 8 * (nblocks + 1));
     HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.words.ptr, staging, lay.words_count * 4, cudaMemcpyHostToDevice, s0));
     if (lay.gap_size)
       HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.gaps.ptr, staging + lay.words_count * 4, lay.gap_size, cudaMemcpyHostToDevice, s0));
-    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.table.ptr, staging + lay.words_count * 4 + lay.gap_size, (root_words + table.sub.size()) * 4,
-                                     cudaMemcpyHostToDevice, s0));
-    const DeviceTable dt{m.table.ptr, m.table.ptr + root_words};
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.table.ptr, table_staging, table_words * 4, cudaMemcpyHostToDevice, s0));
+    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.block_bits.ptr, bits_staging, 8 * (nblocks + 1), cudaMemcpyHostToDevice, s0));
+    const DeviceTables dt{m.table.ptr, m.table.ptr + root_words, m.table.ptr + root_words + subs.size(), m.block_bits.ptr,
+                          static_cast<uint32_t>(nblocks)};
     HPCNN_CUDA_CHECK(cudaEventRecord(m.start, s0));  // kernels only: after the uploads
     const unsigned long long* starts = nullptr;
     if (!fh.gap_array()) {

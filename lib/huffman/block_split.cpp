@@ -1,0 +1,141 @@
+#include "huffman/block_split.h"
+
+#include <cmath>
+#include <algorithm>
+#include <queue>
+
+namespace hpcnn::huffman {
+namespace {
+
+// log2(c) for counts c >= 1, to about 1e-7: exact for c < 4096 (a table), else the table at the
+// top 12 bits of c plus a linear step for the bits below. Plain integer and double arithmetic:
+// the same value on every machine.
+struct Log2Table {
+  double v[4096];
+  double slope[4096];  // 1 / (i ln 2): d log2(x) / dx at i
+  double pow2neg[64];  // 2^-k
+  Log2Table() {
+    v[0] = slope[0] = 0;
+    for (int i = 1; i < 4096; ++i) {
+      v[i] = std::log2(static_cast<double>(i));
+      slope[i] = 1.4426950408889634 / i;
+    }
+    for (int k = 0; k < 64; ++k) pow2neg[k] = std::ldexp(1.0, -k);
+  }
+};
+const Log2Table kLog2;
+
+inline double log2_count(uint64_t c) {
+  if (c < 4096) return kLog2.v[c];
+  const int k = 52 - __builtin_clzll(c);  // c >> k in [2048, 4096)
+  const uint64_t top = c >> k;
+  const double frac = static_cast<double>(c & ((uint64_t{1} << k) - 1)) * kLog2.pow2neg[k];
+  return k + kLog2.v[top] + frac * kLog2.slope[top];
+}
+
+struct Block {
+  Histogram hist{};
+  double cost = 0;     // estimated bits: code + table + penalty
+  uint32_t first = 0;  // first unit
+  int prev = -1, next = -1;
+  uint32_t version = 0;
+  bool alive = true;
+};
+
+uint64_t table_bits(int nsym) { return 8 * (32 + (static_cast<uint64_t>(nsym) + 1) / 2) + 96; }
+
+// Over the byte values that occur in the chunk (`present`, np of them).
+double estimate(const Histogram& h, const uint8_t* present, int np) {
+  uint64_t n = 0;
+  double s = 0;
+  int nsym = 0;
+  for (int i = 0; i < np; ++i) {
+    const uint64_t c = h[present[i]];
+    if (!c) continue;
+    n += c;
+    ++nsym;
+    s += static_cast<double>(c) * log2_count(c);
+  }
+  if (n == 0) return 0;
+  const double entropy = static_cast<double>(n) * log2_count(n) - s;
+  return std::max(entropy, static_cast<double>(n)) + static_cast<double>(table_bits(nsym) + kBlockPenaltyBits);
+}
+
+}  // namespace
+
+uint64_t block_table_bits(const CodeLengths& lengths) {
+  int nsym = 0;
+  for (uint8_t l : lengths) nsym += l != 0;
+  return table_bits(nsym);
+}
+
+CodeLengths block_code_lengths(const Histogram& hist, int code_limit) {
+  int nsym = 0, sym = 0;
+  for (int k = 0; k < 256; ++k)
+    if (hist[k]) ++nsym, sym = k;
+  if (nsym == 1) {
+    CodeLengths l{};
+    l[sym] = 1;
+    l[sym == 255 ? 254 : sym + 1] = 1;
+    return l;
+  }
+  return limited_code_lengths(hist, code_limit);
+}
+
+std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units) {
+  const size_t U = units.size();
+  if (U <= 1) return {0};
+  uint8_t present[256];
+  int np = 0;
+  for (int k = 0; k < 256; ++k) {
+    uint64_t c = 0;
+    for (const auto& h : units) c |= h[k];
+    if (c) present[np++] = static_cast<uint8_t>(k);
+  }
+  std::vector<Block> b(U);
+  for (size_t u = 0; u < U; ++u) {
+    b[u].hist = units[u];
+    b[u].cost = estimate(units[u], present, np);
+    b[u].first = static_cast<uint32_t>(u);
+    b[u].prev = static_cast<int>(u) - 1;
+    b[u].next = u + 1 < U ? static_cast<int>(u) + 1 : -1;
+  }
+  // Greedy merging of the adjacent pair that lowers the estimated cost most.
+  struct Pair {
+    double delta;
+    int left;
+    uint32_t vl, vr;
+    bool operator<(const Pair& o) const { return delta != o.delta ? delta > o.delta : left > o.left; }  // min-heap
+  };
+  std::priority_queue<Pair> heap;
+  Histogram m;
+  auto push = [&](int l) {
+    const int r = b[l].next;
+    if (r < 0) return;
+    for (int i = 0; i < np; ++i) m[present[i]] = b[l].hist[present[i]] + b[r].hist[present[i]];
+    const double delta = estimate(m, present, np) - b[l].cost - b[r].cost;
+    if (delta < 0) heap.push({delta, l, b[l].version, b[r].version});
+  };
+  for (size_t u = 0; u + 1 < U; ++u) push(static_cast<int>(u));
+  while (!heap.empty()) {
+    const Pair p = heap.top();
+    heap.pop();
+    const int l = p.left;
+    if (!b[l].alive || b[l].version != p.vl) continue;
+    const int r = b[l].next;
+    if (r < 0 || b[r].version != p.vr) continue;
+    for (int i = 0; i < np; ++i) b[l].hist[present[i]] += b[r].hist[present[i]];
+    b[l].cost = estimate(b[l].hist, present, np);
+    ++b[l].version;
+    b[r].alive = false;
+    b[l].next = b[r].next;
+    if (b[r].next >= 0) b[b[r].next].prev = l;
+    if (b[l].prev >= 0) push(b[l].prev);
+    push(l);
+  }
+  std::vector<uint32_t> starts;
+  for (int k = 0; k >= 0; k = b[k].next) starts.push_back(b[k].first);
+  return starts;
+}
+
+}  // namespace hpcnn::huffman

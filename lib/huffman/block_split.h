@@ -1,0 +1,50 @@
+// hpcnn huffman: where a chunk's code blocks start (format version 2, FORMAT.md "Code blocks").
+//
+// A chunk is cut into units of kBlockUnit bytes (16 KiB; the last unit may be shorter) and the
+// encoder decides, from the units' byte histograms alone, which runs of units share one Huffman
+// code. Cost of a block = its estimated code bits + its table: the estimate is max(order-0
+// entropy, one bit per byte), the table 8 * (32 + ceil(symbols / 2)) + 96 bits (bitmap,
+// nibbles, block-table entry). Two passes:
+//  1. bottom-up greedy merging (as in agglomerative clustering): starting from single units,
+//     the adjacent pair whose merge lowers the total cost most is merged, until no merge lowers
+//     it (a heap over the pairs, O(U log U) cost evaluations for U units);
+//  2. each boundary left is checked with the real length-limited Huffman code lengths of the two
+//     neighbours and of their union (entropy underestimates the cost of a code; a split that does
+//     not pay with real codes is undone), left to right.
+// Deterministic: depends only on the histograms and the code length limit, never on threads, so
+// the CPU and CUDA encoders, which share it, write the same blocks. Every block but the chunk's
+// last holds at least kBlockUnit bytes (the minimum block size of FORMAT.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "huffman/codebook.h"
+#include "huffman/format.h"
+
+namespace hpcnn::huffman {
+
+inline constexpr size_t kBlockUnit = kMinBlockSize;
+
+// A block must save this much beyond its own table to be kept: every block costs the decoder a
+// table build (about 13 us on the reference machine, the time of decoding some 20 KB), and the
+// entropy estimate is a little optimistic about what a real code saves.
+inline constexpr uint64_t kBlockPenaltyBits = 1024;
+
+// Number of units of a chunk of n bytes: ceil(n / kBlockUnit).
+inline size_t block_units(size_t n) { return (n + kBlockUnit - 1) / kBlockUnit; }
+
+// `units[u]` is the histogram of bytes [u * kBlockUnit, min(n, (u + 1) * kBlockUnit)).
+// Returns the first unit of every block, in increasing order; the first is 0.
+std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units);
+
+// Bits of the compact code-length table and block-table entry of a block with these lengths.
+uint64_t block_table_bits(const CodeLengths& lengths);
+
+// Code lengths for a block: the length-limited Huffman code of its histogram; a block of one
+// distinct byte value gets a one-bit code for it and for the next byte value (255: 254), since
+// a code needs two symbols.
+CodeLengths block_code_lengths(const Histogram& hist, int code_limit);
+
+}  // namespace hpcnn::huffman
