@@ -1,10 +1,16 @@
 // Benchmark of the huffgpu CPU codec against zlib's Huffman-only mode (deflate with
-// Z_HUFFMAN_ONLY) on the same files, in the same run, with the order-0 entropy bound.
-// usage: huffman_bench [--threads N] [--repeat R] [--burst-ms MS] [--gpu] FILE...
+// Z_HUFFMAN_ONLY) and huff0 (zstd's Huffman coder, bench/huff0_peer.h) on the same files, in
+// memory, in the same run, with the order-0 entropy bound.
+// usage: huffman_bench [--threads N] [--repeat R] [--burst-ms MS] [--reference TSV] [--gpu] FILE...
 // Prints per-file and total compressed sizes and encode/decode MB/s (ours at 1 thread and at
-// N threads, zlib at 1 thread), then checks the goals of the huffgpu CPU issue.
+// N threads, zlib and huff0 at 1 thread), then checks the goals: sizes against zlib, one-thread
+// speed against huff0, and (--reference: lines "file<TAB>bytes S=256<TAB>bytes without gap
+// arrays" of an earlier encoder) each file's size against that reference.
 #if defined(HPCNN_HAVE_ZLIB)
 #include <zlib.h>
+#endif
+#if defined(HPCNN_HAVE_HUFF0)
+#include "huff0_peer.h"
 #endif
 
 #include <algorithm>
@@ -14,6 +20,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -100,8 +108,8 @@ struct Row {
   std::string name;
   size_t size = 0;
   double entropy = 0;
-  size_t ours = 0, ours128 = 0, ours_nogap = 0, zlib = 0;
-  double enc1 = 0, dec1 = 0, encN = 0, decN = 0, zenc = 0, zdec = 0;  // seconds
+  size_t ours = 0, ours128 = 0, ours_nogap = 0, zlib = 0, huff0 = 0;
+  double enc1 = 0, dec1 = 0, encN = 0, decN = 0, zenc = 0, zdec = 0, henc = 0, hdec = 0;  // seconds
 };
 
 
@@ -174,6 +182,7 @@ int main(int argc, char** argv) {
   int threads = hpcnn::default_thread_count(), repeat = 5;
   double burst_s = 0.02;
   bool gpu = false;
+  std::string reference;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -181,10 +190,11 @@ int main(int argc, char** argv) {
     else if (a == "--repeat" && i + 1 < argc) repeat = std::atoi(argv[++i]);
     else if (a == "--burst-ms" && i + 1 < argc) burst_s = std::atof(argv[++i]) / 1e3;
     else if (a == "--gpu") gpu = true;
+    else if (a == "--reference" && i + 1 < argc) reference = argv[++i];
     else files.push_back(a);
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: huffman_bench [--threads N] [--repeat R] [--burst-ms MS] [--gpu] FILE...\n");
+    std::fprintf(stderr, "usage: huffman_bench [--threads N] [--repeat R] [--burst-ms MS] [--reference TSV] [--gpu] FILE...\n");
     return 1;
   }
   FileHeader fh;  // defaults: L = 12, S = 256, 4 MiB chunks, gap arrays
@@ -195,7 +205,7 @@ int main(int argc, char** argv) {
   // Per file: its data, encodings and buffers, and the best time of each variant.
   struct Bench {
     Row r;
-    std::vector<uint8_t> in, out, z, back;
+    std::vector<uint8_t> in, out, z, back, h;
     Encoded e;
     DecoderScratch scratch;
   };
@@ -217,7 +227,7 @@ int main(int argc, char** argv) {
     encode_all(b.in, fh_nogap, 1, enogap);
     b.r.ours128 = e128.bytes;
     b.r.ours_nogap = enogap.bytes;
-    b.r.enc1 = b.r.dec1 = b.r.encN = b.r.decN = b.r.zenc = b.r.zdec = 1e30;
+    b.r.enc1 = b.r.dec1 = b.r.encN = b.r.decN = b.r.zenc = b.r.zdec = b.r.henc = b.r.hdec = 1e30;
   }
   // A sample is a burst of back-to-back calls lasting at least burst_s (throughput, as when a
   // file has many chunks: threads stay awake and clocked up); the time per call is kept.
@@ -235,6 +245,9 @@ int main(int argc, char** argv) {
   // Rounds over all files, every variant timed in each: a slow spell of a shared machine (they
   // last seconds) hits every variant and file alike and only some of the rounds; the best time
   // of each is kept.
+#if defined(HPCNN_HAVE_HUFF0)
+  huff0_peer::Codec huff0;
+#endif
   for (int round = 0; round < repeat; ++round) {
     for (Bench& b : benches) {
       Row& r = b.r;
@@ -246,6 +259,11 @@ int main(int argc, char** argv) {
 #if defined(HPCNN_HAVE_ZLIB)
       if (b.back != b.in) { std::fprintf(stderr, "zlib round trip failed: %s\n", r.name.c_str()); std::exit(2); }
 #endif
+#if defined(HPCNN_HAVE_HUFF0)
+      timed(r.henc, [&] { r.huff0 = huff0.encode(b.in, b.h); });
+      timed(r.hdec, [&] { huff0.decode(b.h, r.huff0, b.back); });
+      if (b.back != b.in) { std::fprintf(stderr, "huff0 round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+#endif
       timed(r.encN, [&] { encode_all(b.in, fh, threads, b.e); });
       timed(r.decN, [&] { decode_all(b.e, fh, threads, b.out, b.scratch); });
       if (b.out != b.in) { std::fprintf(stderr, "round trip failed: %s\n", r.name.c_str()); std::exit(2); }
@@ -253,34 +271,70 @@ int main(int argc, char** argv) {
     }
   }
   for (const Bench& b : benches) rows.push_back(b.r);
-  auto mbs = [](size_t n, double s) { return static_cast<double>(n) / s / 1e6; };
-  std::printf("%-22s %10s %10s %10s %10s %10s %10s | %8s %8s %8s %8s | %8s %8s\n", "file", "size", "entropy", "zlib-huff",
-              "ours S=256", "S=128", "no-gap", "enc T=1", "dec T=1", "enc T=N", "dec T=N", "zlib enc", "zlib dec");
+  auto mbs = [](size_t n, double s) { return s > 1e29 ? 0.0 : static_cast<double>(n) / s / 1e6; };
+  std::printf("%-22s %10s %10s %10s %10s %10s %10s %10s | %8s %8s %8s %8s | %8s %8s %8s %8s\n", "file", "size", "entropy", "zlib-huff",
+              "huff0", "ours S=256", "S=128", "no-gap", "enc T=1", "dec T=1", "enc T=N", "dec T=N", "zlib enc", "zlib dec", "huff0 enc",
+              "huff0 dec");
   Row tot;
   tot.name = "TOTAL";
+  auto print = [&](const Row& r) {
+    std::printf("%-22s %10zu %10.0f %10zu %10zu %10zu %10zu %10zu | %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f %8.0f %8.0f\n", r.name.c_str(), r.size,
+                r.entropy, r.zlib, r.huff0, r.ours, r.ours128, r.ours_nogap, mbs(r.size, r.enc1), mbs(r.size, r.dec1), mbs(r.size, r.encN),
+                mbs(r.size, r.decN), mbs(r.size, r.zenc), mbs(r.size, r.zdec), mbs(r.size, r.henc), mbs(r.size, r.hdec));
+  };
   for (const auto& r : rows) {
-    std::printf("%-22s %10zu %10.0f %10zu %10zu %10zu %10zu | %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f\n", r.name.c_str(), r.size,
-                r.entropy, r.zlib, r.ours, r.ours128, r.ours_nogap, mbs(r.size, r.enc1), mbs(r.size, r.dec1), mbs(r.size, r.encN),
-                mbs(r.size, r.decN), mbs(r.size, r.zenc), mbs(r.size, r.zdec));
-    tot.size += r.size; tot.entropy += r.entropy; tot.zlib += r.zlib; tot.ours += r.ours; tot.ours128 += r.ours128;
+    print(r);
+    tot.size += r.size; tot.entropy += r.entropy; tot.zlib += r.zlib; tot.huff0 += r.huff0; tot.ours += r.ours; tot.ours128 += r.ours128;
     tot.ours_nogap += r.ours_nogap; tot.enc1 += r.enc1; tot.dec1 += r.dec1; tot.encN += r.encN; tot.decN += r.decN;
-    tot.zenc += r.zenc; tot.zdec += r.zdec;
+    tot.zenc += r.zenc; tot.zdec += r.zdec; tot.henc += r.henc; tot.hdec += r.hdec;
   }
   const Row& t = tot;
-  std::printf("%-22s %10zu %10.0f %10zu %10zu %10zu %10zu | %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f\n", "TOTAL", t.size, t.entropy,
-              t.zlib, t.ours, t.ours128, t.ours_nogap, mbs(t.size, t.enc1), mbs(t.size, t.dec1), mbs(t.size, t.encN),
-              mbs(t.size, t.decN), mbs(t.size, t.zenc), mbs(t.size, t.zdec));
-  std::printf("(sizes in bytes, speeds in MB/s of original data; T=N is %d threads; best of %d rounds of >= %.0f ms bursts)\n\n", threads, repeat, burst_s * 1e3);
+  if (rows.size() > 1) print(t);
+  std::printf("(sizes in bytes, speeds in MB/s of original data, in memory; T=N is %d threads; best of %d rounds of >= %.0f ms bursts)\n\n",
+              threads, repeat, burst_s * 1e3);
   const double gap_cost = 100.0 * (static_cast<double>(t.ours) / t.zlib - 1), nogap_cost = 100.0 * (static_cast<double>(t.ours_nogap) / t.zlib - 1);
   const double enc_x = t.zenc / t.enc1, dec_x = t.zdec / t.dec1, enc_scale = t.enc1 / t.encN, dec_scale = t.dec1 / t.decN;
   auto verdict = [](bool ok) { return ok ? "met" : "NOT met"; };
-  std::printf("size vs zlib Huffman-only: S=256 %+.2f%% (goal <= +2%%: %s), no gap array %+.2f%% (goal <= +0.5%%: %s), S=128 %+.2f%%\n",
-              gap_cost, verdict(gap_cost <= 2), nogap_cost, verdict(nogap_cost <= 0.5),
-              100.0 * (static_cast<double>(t.ours128) / t.zlib - 1));
-  std::printf("single-thread speed vs zlib: encode %.1fx (goal >= 7x: %s), decode %.1fx (goal >= 6x: %s)\n", enc_x,
-              verdict(enc_x >= 7), dec_x, verdict(dec_x >= 6));
-  std::printf("%d threads vs 1: encode %.2fx, decode %.2fx (goal >= 1.7x: %s)\n", threads, enc_scale, dec_scale,
+  std::printf("size vs zlib Huffman-only: S=256 %+.2f%% (goal <= +2%%: %s), no gap array %+.2f%% (goal <= 0%%: %s), S=128 %+.2f%%\n",
+              gap_cost, verdict(gap_cost <= 2), nogap_cost, verdict(nogap_cost <= 0), 100.0 * (static_cast<double>(t.ours128) / t.zlib - 1));
+#if defined(HPCNN_HAVE_HUFF0)
+  const double henc_x = t.henc / t.enc1, hdec_x = t.hdec / t.dec1;
+  std::printf("single-thread speed vs huff0 (S=256): encode %.2fx (goal >= 1: %s), decode %.2fx (goal >= 1: %s); huff0 size %+.2f%% vs zlib\n",
+              henc_x, verdict(henc_x >= 1), hdec_x, verdict(hdec_x >= 1), 100.0 * (static_cast<double>(t.huff0) / t.zlib - 1));
+#else
+  std::printf("single-thread speed vs huff0: not measured (built without libzstd.a)\n");
+#endif
+  std::printf("single-thread speed vs zlib: encode %.1fx, decode %.1fx (earlier goals >= 7x / >= 6x: %s / %s)\n", enc_x, dec_x,
+              verdict(enc_x >= 7), verdict(dec_x >= 6));
+  std::printf("%d threads vs 1: encode %.2fx, decode %.2fx (earlier goal >= 1.7x: %s)\n", threads, enc_scale, dec_scale,
               verdict(enc_scale >= 1.7 && dec_scale >= 1.7));
+  if (!reference.empty()) {
+    std::ifstream ref(reference);
+    if (!ref) { std::fprintf(stderr, "cannot read %s\n", reference.c_str()); return 1; }
+    std::map<std::string, std::pair<double, double>> before;
+    std::string line;
+    while (std::getline(ref, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream fields(line);
+      std::string name;
+      double gap = 0, nogap = 0;
+      fields >> name >> gap >> nogap;
+      before[name] = {gap, nogap};
+    }
+    double worst = -1e9;
+    std::string worst_name;
+    int compared = 0;
+    for (const auto& r : rows) {
+      const auto it = before.find(r.name);
+      if (it == before.end()) continue;
+      ++compared;
+      for (double change : {100.0 * (r.ours / it->second.first - 1), 100.0 * (r.ours_nogap / it->second.second - 1)})
+        if (change > worst) worst = change, worst_name = r.name;
+    }
+    if (compared > 0)
+      std::printf("per file vs the reference %s (%d files, S=256 and no gap array): largest change %+.3f%% (%s) (goal <= +0.2%%: %s)\n",
+                  reference.c_str(), compared, worst, worst_name.c_str(), verdict(worst <= 0.2));
+  }
   if (gpu) gpu_section(files, repeat);
   return 0;
 }

@@ -13,6 +13,7 @@ debs=(
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers   # Debian's oneDNN CMake config requires OpenCL (only recommended by libdnnl-dev)
   libopenmpi-dev openmpi-bin
   zlib1g-dev libxxhash-dev
+  libzstd-dev                                        # huffman_bench: huff0, zstd's Huffman coder, as the peer (its static library)
   libeigen3-dev                                      # sparsify-fcl: the eigendecompositions of its SVD initialisation
   python3 python3-venv python3-dev time
   clang libclang-rt-14-dev
