@@ -18,7 +18,7 @@ SCHEMA = {
     "compress_data": (bool, True),
     "train": (dict, {"epochs": (int, 0), "set": (list, [])}),
     "prune": (dict, {"iterations": (int, 6), "finetune_epochs": (int, 2), "accuracy_drop": (float, 0.3),
-                     "margin": (float, 0.1)}),
+                     "margin": (float, 0.1), "keep": (list, [])}),
     "sparsify": (dict, {"compression": (float, 20.0), "init": (str, "data"), "finetune_epochs": (int, 2)}),
     "polish": (dict, {"samples": (int, 0)}),
 }
@@ -76,6 +76,9 @@ def main():
         fail(f"{path}: 'sparsify.init' must be svd, data or random")
     if c["sparsify"]["compression"] <= 1:
         fail(f"{path}: 'sparsify.compression' must be > 1")
+    for s in c["prune"]["keep"]:
+        if not isinstance(s, str) or not s or "," in s:
+            fail(f"{path}: 'prune.keep' holds layer names, not {json.dumps(s)}")
     for s in c["train"]["set"]:
         if not isinstance(s, str) or "=" not in s:
             fail(f"{path}: 'train.set' holds KEY=VALUE strings, not {json.dumps(s)}")
@@ -108,6 +111,7 @@ def main():
         print(f"{k}={shlex.quote(str(v))}")
     print("declare -A data=(" + " ".join(f"[{k}]={shlex.quote(absolute(data.get(k, '')))}" for k in
                                          ("train_images", "train_labels", "test_images", "test_labels")) + ")")
+    print("prune_keep=(" + (f"--keep {shlex.quote(','.join(c['prune']['keep']))}" if c["prune"]["keep"] else "") + ")")
     print("train_set=(" + " ".join(f"--set {shlex.quote(s)}" for s in c["train"]["set"]) + ")")
     # Relative paths of the configuration are relative to the current folder, as dist-train's.
     print(f"config_file={shlex.quote(os.path.abspath(path))}")

@@ -32,6 +32,8 @@
 #   --validation N         validation samples held out of the training set (default 5000)
 #   --margin M             loss margin of the thresholds (default 0.1)
 #   --batches B            batches of the loss and sensitivity (default 100, batch 128)
+#   --keep LAYERS          comma-separated layers never pruned (prune-rate --keep), e.g. the FC
+#                          layer sparsify-fcl replaces next
 #   --seed S               seed of fine-tuning (default: the config's)
 #   -f                     reuse a non-empty --out
 # Environment: HPCNN_BIN (folder with prune-rate/ and dist-train/, default build/tools), MPIRUN.
@@ -47,7 +49,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 die() { echo "prune_loop: error: $*" >&2; exit 1; }
 
 model="" config="" out="" iterations=10 ranks=2 epochs=3 lr="" drop=0.1 validation=5000 margin=0.1 batches=100
-seed="" force=0
+seed="" force=0 keep=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -60,6 +62,7 @@ while [ $# -gt 0 ]; do
     --validation) validation=$2; shift 2 ;;
     --margin) margin=$2; shift 2 ;;
     --batches) batches=$2; shift 2 ;;
+    --keep) keep=(--keep "$2"); shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     -f) force=1; shift ;;
     -h|--help) usage ;;
@@ -87,7 +90,7 @@ common=(--set "data.validation_samples=$validation")
 [ -z "$seed" ] || common+=(--set "seed=$seed")
 dist() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$bin/dist-train/dist-train" --config "$config" "${common[@]}" "$@"; }
 prune() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$bin/prune-rate/prune-rate" --config "$config" \
-            --margin "$margin" --batches "$batches" "$@"; }
+            --margin "$margin" --batches "$batches" "${keep[@]}" "$@"; }
 evaluate() {  # MODEL SPLIT -> accuracy in percent
   dist --evaluate "$1" --split "$2" > "$out/.eval.json"
   json "$out/.eval.json" "d['$2_accuracy'] * 100"

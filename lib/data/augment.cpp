@@ -1,20 +1,104 @@
 #include "data/augment.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 
 namespace hpcnn::data {
 
-AugmentDraw draw_augment(const AugmentOptions& o, std::mt19937_64& rng) {
+namespace {
+
+void check_range(const std::array<double, 2>& r, const char* what, double max, bool max_inclusive) {
+  const bool ok = std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] > 0 && r[0] <= r[1] &&
+                  (max_inclusive ? r[1] <= max : r[1] < max);
+  if (!ok)
+    throw_error(ErrorKind::usage, std::string("augmentation: ") + what + " must be [min, max] with 0 < min <= max " +
+                                      (max_inclusive ? "<= " : "< ") + std::to_string(max) + ", got [" + std::to_string(r[0]) +
+                                      ", " + std::to_string(r[1]) + "]");
+}
+
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1p-53; }
+double uniform(std::mt19937_64& rng, const std::array<double, 2>& r) { return r[0] + (r[1] - r[0]) * uniform01(rng); }
+double log_uniform(std::mt19937_64& rng, const std::array<double, 2>& r) {
+  return std::exp(std::log(r[0]) + (std::log(r[1]) - std::log(r[0])) * uniform01(rng));
+}
+int64_t below(std::mt19937_64& rng, int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); }
+int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }  // Python's round()
+
+// torchvision's RandomResizedCrop.get_params, with this file's random draws.
+void draw_resized_crop(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int64_t W, AugmentDraw& d) {
+  const double area = static_cast<double>(H * W);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * uniform(rng, o.resized_scale);
+    const double ratio = log_uniform(rng, o.resized_ratio);
+    const int64_t w = round_half_even(std::sqrt(target * ratio)), h = round_half_even(std::sqrt(target / ratio));
+    if (w > 0 && w <= W && h > 0 && h <= H) {
+      d.crop_h = static_cast<int>(h);
+      d.crop_w = static_cast<int>(w);
+      d.crop_y = static_cast<int>(below(rng, H - h + 1));
+      d.crop_x = static_cast<int>(below(rng, W - w + 1));
+      return;
+    }
+  }
+  const double in_ratio = static_cast<double>(W) / static_cast<double>(H);
+  int64_t w = W, h = H;
+  if (in_ratio < o.resized_ratio[0]) h = std::clamp<int64_t>(round_half_even(static_cast<double>(W) / o.resized_ratio[0]), 1, H);
+  else if (in_ratio > o.resized_ratio[1]) w = std::clamp<int64_t>(round_half_even(static_cast<double>(H) * o.resized_ratio[1]), 1, W);
+  d.crop_h = static_cast<int>(h);
+  d.crop_w = static_cast<int>(w);
+  d.crop_y = static_cast<int>((H - h) / 2);
+  d.crop_x = static_cast<int>((W - w) / 2);
+}
+
+// torchvision's RandomErasing.get_params (value 0), with this file's random draws.
+void draw_erasing(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int64_t W, AugmentDraw& d) {
+  if (uniform01(rng) >= o.erase_probability) return;
+  const double area = static_cast<double>(H * W);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * uniform(rng, o.erase_scale);
+    const double ratio = log_uniform(rng, o.erase_ratio);
+    const int64_t h = round_half_even(std::sqrt(target * ratio)), w = round_half_even(std::sqrt(target / ratio));
+    if (h < 1 || w < 1 || h >= H || w >= W) continue;
+    d.erase_h = static_cast<int>(h);
+    d.erase_w = static_cast<int>(w);
+    d.erase_y = static_cast<int>(below(rng, H - h + 1));
+    d.erase_x = static_cast<int>(below(rng, W - w + 1));
+    return;
+  }
+}
+
+}  // namespace
+
+void validate_augment(const AugmentOptions& o) {
   if (o.pad < 0) throw_error(ErrorKind::usage, "augmentation: crop padding must be >= 0, got " + std::to_string(o.pad));
+  check_range(o.resized_scale, "the resized crop's scale", 1.0, true);
+  check_range(o.resized_ratio, "the resized crop's ratio", INFINITY, false);
+  if (o.pad > 0 && o.resized_crop())
+    throw_error(ErrorKind::usage, "augmentation: a crop with padding and a random resized crop exclude each other (set one)");
+  if (!(o.erase_probability >= 0 && o.erase_probability <= 1))
+    throw_error(ErrorKind::usage, "augmentation: the erasing probability must be in [0, 1], got " + std::to_string(o.erase_probability));
+  if (o.erase_probability > 0) {
+    check_range(o.erase_scale, "the erasing scale", 1.0, false);
+    check_range(o.erase_ratio, "the erasing ratio", INFINITY, false);
+  }
+}
+
+AugmentDraw draw_augment(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int64_t W) {
+  validate_augment(o);
   AugmentDraw d;
   if (o.pad > 0) {
     const uint64_t span = 2 * static_cast<uint64_t>(o.pad) + 1;
     d.off_y = static_cast<int>(rng() % span);
     d.off_x = static_cast<int>(rng() % span);
   }
+  if ((o.resized_crop() || o.erase_probability > 0) && (H < 1 || W < 1))
+    throw_error(ErrorKind::usage, "augmentation: the resized crop and erasing need the image size");
+  if (o.resized_crop()) draw_resized_crop(o, rng, H, W, d);
   if (o.flip) d.flip = (rng() >> 63) != 0;
+  if (o.erase_probability > 0) draw_erasing(o, rng, H, W, d);
   return d;
 }
 
@@ -44,9 +128,52 @@ Normalizer::Normalizer(const SampleInfo& sample, const std::vector<float>& mean,
 
 namespace {
 
+// The resized crop: bilinear, half-pixel centres, source coordinates clamped to the window.
+template <class T>
+void resize_crop(const T* src, const SampleInfo& s, const AugmentDraw& d, const Normalizer& norm, float* dst) {
+  const int64_t H = s.height, W = s.width;
+  const double sy = static_cast<double>(d.crop_h) / static_cast<double>(H), sx = static_cast<double>(d.crop_w) / static_cast<double>(W);
+  struct Tap {
+    int64_t i0, i1;
+    float f;  // weight of i1
+  };
+  auto taps = [](int64_t n, double scale, int64_t size) {
+    std::vector<Tap> t(static_cast<size_t>(n));
+    for (int64_t o = 0; o < n; ++o) {
+      const double c = std::clamp((static_cast<double>(o) + 0.5) * scale - 0.5, 0.0, static_cast<double>(size - 1));
+      const auto i0 = static_cast<int64_t>(c);
+      t[static_cast<size_t>(o)] = {i0, std::min(i0 + 1, size - 1), static_cast<float>(c - static_cast<double>(i0))};
+    }
+    return t;
+  };
+  const std::vector<Tap> ty = taps(H, sy, d.crop_h), tx = taps(W, sx, d.crop_w);
+  for (int64_t c = 0; c < s.channels; ++c) {
+    const float a = norm.scale(c), b = norm.bias(c);
+    const T* plane = src + c * H * W + static_cast<int64_t>(d.crop_y) * W + d.crop_x;
+    float* out = dst + c * H * W;
+    for (int64_t y = 0; y < H; ++y) {
+      const Tap& v = ty[static_cast<size_t>(y)];
+      const T* r0 = plane + v.i0 * W;
+      const T* r1 = plane + v.i1 * W;
+      for (int64_t x = 0; x < W; ++x) {
+        const Tap& h = tx[static_cast<size_t>(d.flip ? W - 1 - x : x)];
+        const float top = static_cast<float>(r0[h.i0]) + h.f * (static_cast<float>(r0[h.i1]) - static_cast<float>(r0[h.i0]));
+        const float bot = static_cast<float>(r1[h.i0]) + h.f * (static_cast<float>(r1[h.i1]) - static_cast<float>(r1[h.i0]));
+        out[y * W + x] = (top + v.f * (bot - top)) * a + b;
+      }
+    }
+  }
+}
+
 template <class T>
 void transform(const T* src, const SampleInfo& s, int pad, const AugmentDraw& d, const Normalizer& norm, float* dst) {
   const int64_t H = s.height, W = s.width;
+  if (d.crop_h > 0) {
+    if (d.crop_h > H || d.crop_w < 1 || d.crop_w > W || d.crop_y < 0 || d.crop_x < 0 || d.crop_y + d.crop_h > H ||
+        d.crop_x + d.crop_w > W)
+      throw_error(ErrorKind::usage, "augmentation: resized crop window outside the image");
+    return resize_crop(src, s, d, norm, dst);
+  }
   const int64_t dy = d.off_y - pad, dx = d.off_x - pad;  // source = output + shift
   for (int64_t c = 0; c < s.channels; ++c) {
     const float a = norm.scale(c), b = norm.bias(c);
@@ -80,6 +207,14 @@ void transform_sample(const void* src, const SampleInfo& s, int pad, const Augme
     transform(static_cast<const uint8_t*>(src), s, pad, d, norm, dst);
   else
     transform(static_cast<const float*>(src), s, pad, d, norm, dst);
+  if (d.erase_h > 0) {
+    const int64_t H = s.height, W = s.width;
+    if (d.erase_y < 0 || d.erase_x < 0 || d.erase_w < 1 || d.erase_y + d.erase_h > H || d.erase_x + d.erase_w > W)
+      throw_error(ErrorKind::usage, "augmentation: erased rectangle outside the image");
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t y = d.erase_y; y < d.erase_y + d.erase_h; ++y)
+        std::fill_n(dst + (c * H + y) * W + d.erase_x, d.erase_w, 0.0f);
+  }
 }
 
 void augment_sample(const void* src, const SampleInfo& s, const AugmentOptions& o, const Normalizer& norm, bool augment,
@@ -88,7 +223,7 @@ void augment_sample(const void* src, const SampleInfo& s, const AugmentOptions& 
     transform_sample(src, s, 0, AugmentDraw{}, norm, dst);
     return;
   }
-  transform_sample(src, s, o.pad, draw_augment(o, rng), norm, dst);
+  transform_sample(src, s, o.pad, draw_augment(o, rng, s.height, s.width), norm, dst);
 }
 
 }  // namespace hpcnn::data

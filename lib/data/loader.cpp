@@ -14,8 +14,7 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, LoaderOptio
   const LoaderOptions& o = options_;
   if (o.prefetch < 1) throw_error(ErrorKind::usage, "loader: prefetch must be >= 1, got " + std::to_string(o.prefetch));
   if (o.threads < 1) throw_error(ErrorKind::usage, "loader: threads must be >= 1, got " + std::to_string(o.threads));
-  if (o.augment.pad < 0)
-    throw_error(ErrorKind::usage, "augmentation: crop padding must be >= 0, got " + std::to_string(o.augment.pad));
+  validate_augment(o.augment);
   norm_ = Normalizer(source_->sample(), o.augment.mean, o.augment.std);
   const int64_t n = source_->size();
   if (o.mode == LoaderMode::train) {

@@ -105,10 +105,20 @@ json run_prune_rate(const PruneOptions& o) {
   with_context(where, [&] {
     const onnxu::ShapeMap shapes = onnxu::infer_shapes(model.proto);
     const onnxu::GraphView view(model.proto.graph());
-    const ChannelGraph cg = analyze_channels(model.proto, view, shapes);
+    ChannelGraph cg = analyze_channels(model.proto, view, shapes);
 
     std::set<std::string> layer_names;
     for (const auto& L : cg.layers) layer_names.insert(L.name);
+    for (const std::string& name : o.keep) {
+      const auto L = std::find_if(cg.layers.begin(), cg.layers.end(), [&](const Layer& l) { return l.name == name; });
+      if (L == cg.layers.end()) {
+        std::string all;
+        for (const auto& n : layer_names) all += (all.empty() ? "" : ", ") + n;
+        throw_error(ErrorKind::usage, "--keep names '" + name + "', which is not a layer of the model (its layers: " + all + ")");
+      }
+      Group& g = cg.groups[L->group];
+      if (g.fixed_reason.empty()) g.fixed_reason = "kept (--keep " + name + ")";
+    }
     for (const auto& [name, t] : o.layer_thresholds)
       if (!layer_names.count(name)) spdlog::warn("thresholds file names '{}', which is not a prunable layer", name);
 

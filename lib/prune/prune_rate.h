@@ -30,6 +30,7 @@ struct PruneOptions {
   std::optional<double> target_params_reduction;     // in (0, 1)
   std::optional<double> target_macs_reduction;       // in (0, 1)
   std::optional<double> uniform_rate;                // --rate: one rate for every prunable group, in [0, 1)
+  std::vector<std::string> keep;                     // --keep: layers never pruned (with every layer of their group)
   std::optional<DataThresholdInputs> data;           // data-driven thresholds (prune/data_thresholds.h)
   nlohmann::ordered_json data_info;                  // copied into the report's "data_driven" (batches, samples, ...)
   std::vector<double> rates;                         // the grid (default 0.0, 0.1, ..., 0.9; 0.0, ..., 0.5 with data)

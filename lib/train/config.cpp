@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/augment.h"
 
 namespace hpcnn::train {
 
@@ -17,7 +18,9 @@ json default_config() {
       {"checkpoint", {{"path", ""}, {"interval_epochs", 1}}},
       {"data", {{"train_images", ""}, {"train_labels", ""}, {"test_images", ""}, {"test_labels", ""},
                 {"cache", true}, {"prefetch", 4}, {"validation_samples", 0}}},
-      {"augmentation", {{"crop_padding", 0}, {"horizontal_flip", false}, {"mean", {0.0}}, {"std", {1.0}}}},
+      {"augmentation", {{"crop_padding", 0}, {"resized_crop_scale", {1.0, 1.0}}, {"resized_crop_ratio", {3.0 / 4.0, 4.0 / 3.0}},
+                        {"horizontal_flip", false}, {"erasing_probability", 0.0}, {"erasing_scale", {0.02, 0.33}},
+                        {"erasing_ratio", {0.3, 3.3}}, {"mean", {0.0}}, {"std", {1.0}}}},
       {"epochs", 1},
       {"batch_size", 64},
       {"accumulation_steps", 1},
@@ -140,6 +143,16 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
   const json& a = cfg["augmentation"];
   c.augmentation.crop_padding = get<int>(a, "crop_padding");
   c.augmentation.horizontal_flip = get<bool>(a, "horizontal_flip");
+  auto pair = [&](const char* key) {
+    const auto v = get<std::vector<double>>(a, key);
+    need(v.size() == 2, std::string("augmentation.") + key + " must be [min, max]");
+    return std::array<double, 2>{v[0], v[1]};
+  };
+  c.augmentation.resized_crop_scale = pair("resized_crop_scale");
+  c.augmentation.resized_crop_ratio = pair("resized_crop_ratio");
+  c.augmentation.erasing_probability = get<double>(a, "erasing_probability");
+  c.augmentation.erasing_scale = pair("erasing_scale");
+  c.augmentation.erasing_ratio = pair("erasing_ratio");
   c.augmentation.mean = get<std::vector<float>>(a, "mean");
   c.augmentation.std = get<std::vector<float>>(a, "std");
   c.epochs = get<int>(cfg, "epochs");
@@ -196,6 +209,7 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
     c.merged["final_polish_epochs"] = clamped;
   }
   need(c.augmentation.crop_padding >= 0, "augmentation.crop_padding must be >= 0");
+  data::validate_augment(augment_options(c));  // ranges, and crop_padding with a resized crop
   need(!c.augmentation.mean.empty() && c.augmentation.mean.size() == c.augmentation.std.size(),
        "augmentation.mean and augmentation.std must have one value per channel");
   for (float s : c.augmentation.std) need(s > 0, "augmentation.std values must be > 0");
@@ -210,6 +224,20 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
 }
 
 }  // namespace
+
+data::AugmentOptions augment_options(const TrainConfig& cfg) {
+  data::AugmentOptions a;
+  a.pad = cfg.augmentation.crop_padding;
+  a.flip = cfg.augmentation.horizontal_flip;
+  a.resized_scale = cfg.augmentation.resized_crop_scale;
+  a.resized_ratio = cfg.augmentation.resized_crop_ratio;
+  a.erase_probability = cfg.augmentation.erasing_probability;
+  a.erase_scale = cfg.augmentation.erasing_scale;
+  a.erase_ratio = cfg.augmentation.erasing_ratio;
+  a.mean = cfg.augmentation.mean;
+  a.std = cfg.augmentation.std;
+  return a;
+}
 
 TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
   return parse_config(path, overrides, true);

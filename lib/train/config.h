@@ -6,12 +6,14 @@
 // Relative paths are taken relative to the current directory.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "data/augment.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
@@ -26,7 +28,11 @@ struct DataConfig {
 
 struct AugmentConfig {
   int crop_padding = 0;   // random crop with this much zero padding (0: off)
+  std::array<double, 2> resized_crop_scale{1.0, 1.0};  // random resized crop (off at [1, 1]), data/augment.h
+  std::array<double, 2> resized_crop_ratio{3.0 / 4.0, 4.0 / 3.0};
   bool horizontal_flip = false;
+  double erasing_probability = 0;  // random erasing (0: off), data/augment.h
+  std::array<double, 2> erasing_scale{0.02, 0.33}, erasing_ratio{0.3, 3.3};
   std::vector<float> mean{0.0f}, std{1.0f};  // per channel, after scaling u8 pixels to [0, 1]
 };
 
@@ -54,6 +60,9 @@ struct TrainConfig {
 nlohmann::json default_config();
 // Reads `path` (may be empty: defaults only), applies overrides, validates.
 TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides);
+
+// The training loader's augmentation (data/augment.h) of a configuration.
+data::AugmentOptions augment_options(const TrainConfig& cfg);
 
 // The data a training configuration describes, for the tools that read training data without
 // training (prune-rate's data-driven thresholds, sparsify-fcl, bn-polish; tools/common's data

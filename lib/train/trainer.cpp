@@ -73,15 +73,6 @@ void compare_checksums(nn::Model& model, dist::Communicator& comm, const std::st
                                          " (checksums " + std::to_string(all[r]) + " vs " + std::to_string(all[0]) + ")");
 }
 
-data::AugmentOptions augment_options(const TrainConfig& cfg) {
-  data::AugmentOptions a;
-  a.pad = cfg.augmentation.crop_padding;
-  a.flip = cfg.augmentation.horizontal_flip;
-  a.mean = cfg.augmentation.mean;
-  a.std = cfg.augmentation.std;
-  return a;
-}
-
 std::shared_ptr<const data::SampleSource> open(const std::string& images, const std::string& labels, bool cache,
                                                const char* what) {
   if (images.empty()) throw_error(ErrorKind::usage, std::string("configuration key 'data.") + what + "_images' is required");

@@ -167,6 +167,32 @@ def test_print_config_and_bad_configs(tmp_path):
     assert not (tmp_path / "trained.onnx").exists()
 
 
+def test_resized_crop_and_erasing(tmp_path):
+    """Strong augmentation trains (it changes the weights against the plain crop, deterministically)
+    and bad augmentation settings are refused before any work, naming the key."""
+    aug = {"crop_padding": 0, "resized_crop_scale": [0.35, 1.0], "resized_crop_ratio": [0.75, 1.3333],
+           "erasing_probability": 0.5, "erasing_scale": [0.02, 0.2]}
+    runs = {}
+    for name, a in (("strong", aug), ("again", aug), ("plain", {})):
+        d = tmp_path / name
+        d.mkdir()
+        cfg = config(d, augmentation=dict(a), final_polish_epochs=0, epochs=1, output=str(d / "trained.onnx"))
+        ok(dist_train("--config", cfg))
+        runs[name] = weights(d / "trained.onnx")
+    assert all(np.array_equal(runs["strong"][k], runs["again"][k]) for k in runs["strong"])
+    assert any(not np.array_equal(runs["strong"][k], runs["plain"][k]) for k in runs["strong"])
+    cfg = config(tmp_path)
+    for key, value, says in (("augmentation.resized_crop_scale", "[0.5, 1.0]", "exclude each other"),  # with crop_padding 2
+                             ("augmentation.resized_crop_scale", "[0.5]", "augmentation.resized_crop_scale must be [min, max]"),
+                             ("augmentation.erasing_probability", "1.5", "erasing probability"),
+                             ("augmentation.erasing_scale", "[0.3, 0.1]", "erasing scale")):
+        over = ["--set", f"{key}={value}"]
+        if key == "augmentation.erasing_scale":
+            over += ["--set", "augmentation.erasing_probability=0.5"]
+        p = dist_train("--config", cfg, *over, "--print-config")
+        assert p.returncode == 1 and says in p.stderr, (key, p.stderr)
+
+
 def test_resume_reproduces_uninterrupted_run(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()

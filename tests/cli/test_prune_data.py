@@ -206,6 +206,27 @@ def test_thresholds_match_numpy(tmp_path, loss_before_factor, upper_bound):
         assert d["upper_bound"]["scaled"], "the small bound must scale the thresholds down"
 
 
+def test_keep_takes_a_layer_out_of_the_thresholds(tmp_path):
+    """--keep c2: c2's group is fixed (never pruned, no threshold), and the bound U is that of the
+    one group left (U_limit = sqrt(1) * max(th_c1, E_c1(r_max)))."""
+    p = make_model(tmp_path / "m.onnx")
+    images, labels = make_data(tmp_path)
+    batches, batch_size, margin = 3, 6, 0.2
+    L, S, _ = reference(p, images, labels, batches, batch_size)
+    r = json.loads(H.run("prune-rate", tmp_path / "m.onnx", *data_args(tmp_path), "--batches", batches, "--batch-size",
+                         batch_size, "--margin", margin, "--keep", "c2").stdout)
+    c2 = [g for g in r["groups"] if g["layers"] == ["c2"]][0]
+    assert not c2["prunable"] and "--keep c2" in c2["reason"] and c2["raw_threshold"] is None
+    assert by_name(r, "layers")["c2"]["kept_channels"] == p["c2.w"].shape[0]
+    th = (L * (1 + margin) - L) * S["c1.w"] / 36
+    limit = max(th, pruning_errors(p["c1.w"], [0.0, 0.1, 0.2, 0.3, 0.4, 0.5])[0.5][1])
+    assert r["data_driven"]["upper_bound"]["limit"] == pytest.approx(limit, rel=1e-4)
+    c1 = [g for g in r["groups"] if g["layers"] == ["c1"]][0]
+    assert c1["raw_threshold"] == pytest.approx(th, rel=1e-4)
+    p2 = H.run("prune-rate", tmp_path / "m.onnx", *data_args(tmp_path), "--keep", "c3", check=False)
+    assert p2.returncode == 1 and "--keep names 'c3'" in p2.stderr and "c1, c2" in p2.stderr
+
+
 def test_two_ranks_give_the_one_rank_numbers(tmp_path):
     make_model(tmp_path / "m.onnx")
     make_data(tmp_path, n=40)

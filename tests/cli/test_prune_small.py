@@ -413,6 +413,11 @@ def test_uniform_rate(tmp_path):
     (ref,), feeds = ort_run(zero_removed(model, report))
     (out,), _ = ort_run(str(dst), feeds)
     assert_close(out, ref)
+    # --keep c1: c1 stays whole, the other groups lose what they lost above.
+    kept = prune(src, tmp_path / "k.onnx", "--rate", "0.3", "--keep", "c1")
+    kl = {L["name"]: L for L in kept["layers"]}
+    assert kl["c1"]["kept_channels"] == 8 and not kl["c1"]["prunable"] and "--keep c1" in kl["c1"]["reason"]
+    assert all(kl[n]["removed_channels"] == layers[n]["removed_channels"] for n in ("c2", "fc1"))
     # A rate that would remove every channel keeps one: c1 k = floor(7.6 + 0.5) = 8 -> 7.
     report = prune(src, tmp_path / "q.onnx", "--rate", "0.95")
     c1 = next(L for L in report["layers"] if L["name"] == "c1")

@@ -1,6 +1,9 @@
 // Tests of data/augment.h: crop with padding, horizontal flip, normalisation, determinism.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <set>
 
 #include "data/augment.h"
@@ -137,4 +140,173 @@ TEST_CASE("augment: draws are deterministic for a seed and cover the range", "[d
   augment_sample(x.data(), s, o, Normalizer(s, {}, {}), false, r, out.data());
   CHECK(out == x);
   CHECK(r() == r0());
+}
+
+TEST_CASE("augment: the resized crop of the whole image is the identity; a window is resized bilinearly", "[data][augment]") {
+  const SampleInfo s{2, 6, 8, PixelType::f32};
+  // A plane linear in y and x: bilinear interpolation reproduces it exactly wherever the source
+  // coordinate is not clamped, so the expected output is the plane at the mapped coordinates.
+  std::vector<float> x(static_cast<size_t>(s.numel()));
+  auto plane = [](int c, double y, double xx) { return 3.0 * y - 0.5 * xx + 10.0 * c; };
+  for (int c = 0; c < 2; ++c)
+    for (int y = 0; y < 6; ++y)
+      for (int xx = 0; xx < 8; ++xx) x[static_cast<size_t>((c * 6 + y) * 8 + xx)] = static_cast<float>(plane(c, y, xx));
+  const Normalizer id(s, {}, {});
+  AugmentDraw whole;
+  whole.crop_h = 6;
+  whole.crop_w = 8;
+  CHECK(run(x.data(), s, 0, whole, id) == x);
+  for (bool flip : {false, true}) {
+    AugmentDraw d;
+    d.crop_y = 1, d.crop_x = 2, d.crop_h = 3, d.crop_w = 5, d.flip = flip;
+    const std::vector<float> out = run(x.data(), s, 0, d, id);
+    for (int c = 0; c < 2; ++c)
+      for (int y = 0; y < 6; ++y)
+        for (int xx = 0; xx < 8; ++xx) {
+          const int ox = flip ? 7 - xx : xx;
+          const double cy = std::clamp((y + 0.5) * 3.0 / 6.0 - 0.5, 0.0, 2.0) + 1;
+          const double cx = std::clamp((ox + 0.5) * 5.0 / 8.0 - 0.5, 0.0, 4.0) + 2;
+          CHECK(out[static_cast<size_t>((c * 6 + y) * 8 + xx)] == Approx(plane(c, cy, cx)).margin(1e-5));
+        }
+  }
+  // u8 pixels are scaled and normalised after the interpolation.
+  const SampleInfo u{1, 2, 2, PixelType::u8};
+  const std::vector<uint8_t> px = {0, 100, 200, 255};
+  AugmentDraw d;
+  d.crop_h = 1, d.crop_w = 1, d.crop_y = 1, d.crop_x = 0;  // one pixel (200) blown up
+  const std::vector<float> one = run(px.data(), u, 0, d, Normalizer(u, {0.5f}, {0.25f}));
+  for (float v : one) CHECK(v == Approx((200 / 255.0 - 0.5) / 0.25).epsilon(1e-6));
+  AugmentDraw outside;
+  outside.crop_h = 2, outside.crop_w = 2, outside.crop_y = 1;
+  error_of([&] { run(px.data(), u, 0, outside, Normalizer(u, {}, {})); }, ErrorKind::usage);
+}
+
+TEST_CASE("augment: random erasing zeroes one rectangle after normalisation and nothing else", "[data][augment]") {
+  const SampleInfo s{2, 5, 7, PixelType::u8};
+  std::vector<uint8_t> x(static_cast<size_t>(s.numel()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(7 * i + 3);
+  const Normalizer norm(s, {0.3f}, {0.2f});
+  const std::vector<float> plain = run(x.data(), s, 0, {}, norm);
+  AugmentDraw d;
+  d.erase_y = 1, d.erase_x = 2, d.erase_h = 3, d.erase_w = 4;
+  const std::vector<float> out = run(x.data(), s, 0, d, norm);
+  for (int c = 0; c < 2; ++c)
+    for (int y = 0; y < 5; ++y)
+      for (int xx = 0; xx < 7; ++xx) {
+        const size_t k = static_cast<size_t>((c * 5 + y) * 7 + xx);
+        const bool inside = y >= 1 && y < 4 && xx >= 2 && xx < 6;
+        CHECK(out[k] == (inside ? 0.0f : plain[k]));
+      }
+}
+
+namespace {
+
+// torchvision's RandomResizedCrop.get_params and RandomErasing.get_params (torchvision 0.15,
+// transforms.py), transcribed line by line with the random primitives data/augment.h documents:
+// the reference the draws must equal exactly.
+struct TorchvisionReference {
+  std::mt19937_64& rng;
+  double uniform(double lo, double hi) { return lo + (hi - lo) * (static_cast<double>(rng() >> 11) * 0x1p-53); }
+  int64_t randint(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo)); }  // [lo, hi)
+  static int64_t round(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+  std::array<int64_t, 4> crop(int64_t height, int64_t width, std::array<double, 2> scale, std::array<double, 2> ratio) {
+    const double area = static_cast<double>(height * width);
+    const double log0 = std::log(ratio[0]), log1 = std::log(ratio[1]);
+    for (int i = 0; i < 10; ++i) {
+      const double target_area = area * uniform(scale[0], scale[1]);
+      const double aspect_ratio = std::exp(uniform(log0, log1));
+      const int64_t w = round(std::sqrt(target_area * aspect_ratio));
+      const int64_t h = round(std::sqrt(target_area / aspect_ratio));
+      if (0 < w && w <= width && 0 < h && h <= height) {
+        const int64_t top = randint(0, height - h + 1);
+        const int64_t left = randint(0, width - w + 1);
+        return {top, left, h, w};
+      }
+    }
+    const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
+    int64_t w = width, h = height;
+    if (in_ratio < ratio[0]) h = round(static_cast<double>(w) / ratio[0]);
+    else if (in_ratio > ratio[1]) w = round(static_cast<double>(h) * ratio[1]);
+    return {(height - h) / 2, (width - w) / 2, h, w};
+  }
+  std::array<int64_t, 4> erase(int64_t img_h, int64_t img_w, std::array<double, 2> scale, std::array<double, 2> ratio) {
+    const double area = static_cast<double>(img_h * img_w);
+    const double log0 = std::log(ratio[0]), log1 = std::log(ratio[1]);
+    for (int i = 0; i < 10; ++i) {
+      const double erase_area = area * uniform(scale[0], scale[1]);
+      const double aspect_ratio = std::exp(uniform(log0, log1));
+      const int64_t h = round(std::sqrt(erase_area * aspect_ratio));
+      const int64_t w = round(std::sqrt(erase_area / aspect_ratio));
+      if (!(h < img_h && w < img_w) || h < 1 || w < 1) continue;
+      const int64_t top = randint(0, img_h - h + 1);
+      const int64_t left = randint(0, img_w - w + 1);
+      return {top, left, h, w};
+    }
+    return {0, 0, 0, 0};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("augment: resized-crop and erasing draws are torchvision's, in range, with the erasing probability", "[data][augment]") {
+  AugmentOptions o;
+  o.resized_scale = {0.35, 1.0};
+  o.resized_ratio = {0.75, 4.0 / 3.0};
+  o.flip = true;
+  o.erase_probability = 0.5;
+  for (auto [H, W] : {std::pair<int64_t, int64_t>{28, 28}, {12, 40}}) {
+    std::mt19937_64 a(9), b(9), ref_rng(9);
+    TorchvisionReference ref{ref_rng};
+    int erased = 0;
+    const int n = 4000;
+    for (int i = 0; i < n; ++i) {
+      const AugmentDraw d = draw_augment(o, a, H, W), e = draw_augment(o, b, H, W);
+      REQUIRE((d.crop_y == e.crop_y && d.crop_x == e.crop_x && d.crop_h == e.crop_h && d.crop_w == e.crop_w && d.flip == e.flip &&
+               d.erase_y == e.erase_y && d.erase_h == e.erase_h && d.erase_x == e.erase_x && d.erase_w == e.erase_w));
+      const auto crop = ref.crop(H, W, o.resized_scale, o.resized_ratio);
+      REQUIRE(std::array<int64_t, 4>{d.crop_y, d.crop_x, d.crop_h, d.crop_w} == crop);
+      REQUIRE(d.flip == ((ref_rng() >> 63) != 0));
+      const bool erase = ref.uniform(0, 1) < o.erase_probability;
+      const auto rect = erase ? ref.erase(H, W, o.erase_scale, o.erase_ratio) : std::array<int64_t, 4>{0, 0, 0, 0};
+      REQUIRE(std::array<int64_t, 4>{d.erase_y, d.erase_x, d.erase_h, d.erase_w} == rect);
+      REQUIRE(d.crop_h >= 1);
+      REQUIRE(d.crop_w >= 1);
+      REQUIRE(d.crop_y + d.crop_h <= H);
+      REQUIRE(d.crop_x + d.crop_w <= W);
+      if (d.erase_h > 0) {
+        ++erased;
+        REQUIRE(d.erase_h < H);
+        REQUIRE(d.erase_w < W);
+        REQUIRE(d.erase_y + d.erase_h <= H);
+        REQUIRE(d.erase_x + d.erase_w <= W);
+      }
+    }
+    // About 4 sigma of the binomial; erasing tries that all fail leave a sample unerased.
+    CHECK(erased > n / 2 - 200);
+    CHECK(erased < n / 2 + 130);
+  }
+  // The defaults draw nothing: no random numbers are consumed.
+  std::mt19937_64 r(3), r0(3);
+  draw_augment(AugmentOptions{}, r, 28, 28);
+  CHECK(r() == r0());
+}
+
+TEST_CASE("augment: bad resized-crop and erasing options are usage errors", "[data][augment]") {
+  std::mt19937_64 rng(1);
+  auto bad = [&](auto edit) {
+    AugmentOptions o;
+    edit(o);
+    error_of([&] { validate_augment(o); }, ErrorKind::usage);
+  };
+  bad([](AugmentOptions& o) { o.pad = 2, o.resized_scale = {0.5, 1.0}; });
+  bad([](AugmentOptions& o) { o.resized_scale = {0.0, 1.0}; });
+  bad([](AugmentOptions& o) { o.resized_scale = {0.8, 0.5}; });
+  bad([](AugmentOptions& o) { o.resized_scale = {0.5, 1.5}; });
+  bad([](AugmentOptions& o) { o.resized_ratio = {-1.0, 2.0}; });
+  bad([](AugmentOptions& o) { o.erase_probability = 1.5; });
+  bad([](AugmentOptions& o) { o.erase_probability = 0.5, o.erase_scale = {0.1, 1.0}; });
+  bad([](AugmentOptions& o) { o.erase_probability = 0.5, o.erase_ratio = {3.0, 0.3}; });
+  AugmentOptions o;
+  o.resized_scale = {0.5, 1.0};
+  error_of([&] { draw_augment(o, rng); }, ErrorKind::usage);  // no image size given
 }

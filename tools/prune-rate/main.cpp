@@ -1,5 +1,6 @@
 // prune-rate: automatic per-layer structured pruning rates from the L1 pruning error
 // (Sakai et al., ICPR 2022); writes the physically smaller ONNX model with -o.
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   int64_t batches = 100, batch_size = 128;
   double margin = 0.1, loss_before = 0, upper_bound = 0;
   CLI::Option *opt_loss_before = nullptr, *opt_upper = nullptr;
-  std::string model, output, thresholds_file, rates;
+  std::string model, output, thresholds_file, rates, keep;
   hpcnn::tool::ModelOutputFlags out;
   double threshold = 0, target_params = 0, target_macs = 0, uniform = 0;
   CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr;
@@ -82,6 +83,8 @@ int main(int argc, char** argv) {
         opt_uniform = app.add_option("--rate", uniform,
                                      "One pruning rate in [0, 1) for every prunable layer: the smallest-L1 filters go (baseline)");
         opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
+        app.add_option("--keep", keep, "Comma-separated layers never pruned (with every layer that shares their channels), e.g. "
+                                       "the FC layer sparsify-fcl will replace");
         hpcnn::tool::add_model_output_flags(app, out);
         hpcnn::tool::add_data_options(app, data);
         const std::string dd = "Data-driven thresholds";
@@ -108,6 +111,12 @@ int main(int argc, char** argv) {
         if (opt_macs->count()) o.target_macs_reduction = target_macs;
         if (opt_uniform->count()) o.uniform_rate = uniform;
         if (opt_rates->count()) o.rates = hpcnn::tool::parse_number_list(rates, "--rates");
+        for (size_t at = 0; !keep.empty() && at <= keep.size();) {
+          const size_t comma = std::min(keep.find(',', at), keep.size());
+          if (comma == at) throw_error(ErrorKind::usage, "--keep: an empty layer name in '" + keep + "'");
+          o.keep.push_back(keep.substr(at, comma - at));
+          at = comma + 1;
+        }
         o.external_data = out.external_data();
         o.overwrite = out.force;
         const bool data_driven = data.given();

@@ -28,7 +28,7 @@ struct PartResult {
 // stream into `be` (the words region), turning it into little-endian 32-bit words in place as
 // soon as they are final.
 // `enc[s]` = code | length << 24; `pair` (codes of at most 12 bits, or null) = two codewords per
-// lookup. A 64-bit accumulator takes one round of codewords (two pair lookups, at most 48 bits;
+// lookup, as bits << 8 | length. A 64-bit accumulator takes one round of codewords (two pair lookups, at most 48 bits;
 // or 4 x 14 / 3 x 16 bits) between flushes; a flush stores 8 bytes and advances by the whole
 // bytes it completed, so the stores stay inside the bytes the part owns, up to (end + 7) / 8.
 // A part that starts inside a byte hands that byte's bits back as `head` for the caller to OR
@@ -120,10 +120,11 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
         uint16_t two0, two1;
         std::memcpy(&two0, src, 2);
         std::memcpy(&two1, src + 2, 2);
+        // Pair entries: the two codewords' bits above the low byte, their bit count in it.
         const uint32_t ea = pair[two0], eb = pair[two1];
-        const uint32_t lb = eb >> 24;
-        len = (ea >> 24) + lb;
-        bits = uint64_t{ea & 0xFFFFFF} << lb | (eb & 0xFFFFFF);
+        const uint32_t lb = eb & 0xFF;
+        len = (ea & 0xFF) + lb;
+        bits = uint64_t{ea >> 8} << lb | (eb >> 8);
       } else {
         bits = 0;
         len = 0;
@@ -219,7 +220,7 @@ void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present
   const uint32_t e1 = enc[b1], l1 = e1 >> 24;
   for (int k = 0; k < nsym; ++k) {
     const uint32_t b0 = present[k], e0 = enc[b0], l0 = e0 >> 24;
-    pair[b0 | b1 << 8] = ((e0 & 0xFFFFFF) << l1 | (e1 & 0xFFFFFF)) | (l0 + l1) << 24;
+    pair[b0 | b1 << 8] = ((e0 & 0xFFFFFF) << l1 | (e1 & 0xFFFFFF)) << 8 | (l0 + l1);
   }
 }
 
@@ -228,10 +229,11 @@ void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present
 namespace {
 
 // Byte counts in eight sub-histograms, one per byte of a 64-bit load: runs of one byte value
-// (common in images) then never increment the same counter twice in a row. 32-bit counters:
-// fold() before 2^32 bytes have been added.
+// (common in images) then never increment the same counter twice in a row. 16-bit counters (the
+// eight tables take 4 KiB of the L1 cache): add() at most kMaxAdd bytes between two fold()s.
 struct ByteCounter {
-  uint32_t h[8][256] = {};
+  static constexpr size_t kMaxAdd = size_t{65535} * 8;
+  uint16_t h[8][256] = {};
   HPCNN_HOT_TARGET void add(const uint8_t* in, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -246,17 +248,15 @@ struct ByteCounter {
       ++h[6][(v >> 48) & 0xFF];
       ++h[7][v >> 56];
     }
-    for (; i < n; ++i) ++h[0][in[i]];
+    for (; i < n; ++i) ++h[i & 7][in[i]];
   }
   void fold(uint64_t counts[256]) {
-    for (int s = 0; s < 256; ++s) {
-      uint64_t sum = 0;
-      for (int k = 0; k < 8; ++k) {
-        sum += h[k][s];
-        h[k][s] = 0;
-      }
-      counts[s] += sum;
-    }
+    uint32_t sum[256];
+    for (int s = 0; s < 256; ++s) sum[s] = h[0][s];
+    for (int k = 1; k < 8; ++k)
+      for (int s = 0; s < 256; ++s) sum[s] += h[k][s];
+    for (int s = 0; s < 256; ++s) counts[s] += sum[s];
+    std::memset(h, 0, sizeof h);
   }
 };
 
@@ -264,8 +264,8 @@ struct ByteCounter {
 
 void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
   ByteCounter c;
-  for (size_t i = 0; i < n; i += size_t{1} << 30) {
-    c.add(in + i, std::min(n - i, size_t{1} << 30));
+  for (size_t i = 0; i < n; i += ByteCounter::kMaxAdd) {
+    c.add(in + i, std::min(n - i, ByteCounter::kMaxAdd));
     c.fold(counts);
   }
 }
