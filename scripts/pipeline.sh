@@ -104,6 +104,12 @@ t_start=$SECONDS
 say "run folder $run, configuration $config_file, $ranks rank(s)"
 [ -f "$model" ] || step models "$model" -- "$(q "$py") $(q "$here/scripts/make_train_models.py") $(q "$(dirname "$model")")"
 
+# The layers the prune step keeps must be layers of the model: checked now, not after training.
+if [ -n "$keep_args" ]; then
+  eval "$(q "$bin/prune-rate/prune-rate") $(q "$model") --rate 0 -q$keep_args" > /dev/null \
+    || { echo "pipeline: error: prune.keep of $config_file does not fit $model" >&2; exit 1; }
+fi
+
 # 1. Data: the four data files as huffgpu shards (dist-train decodes them as it reads them).
 mkdir -p "$run/data"
 sets=()

@@ -77,7 +77,7 @@ def main():
     if c["sparsify"]["compression"] <= 1:
         fail(f"{path}: 'sparsify.compression' must be > 1")
     for s in c["prune"]["keep"]:
-        if not isinstance(s, str) or not s or "," in s:
+        if not isinstance(s, str) or not s or "," in s or s != s.strip() or any(ch.isspace() for ch in s):
             fail(f"{path}: 'prune.keep' holds layer names, not {json.dumps(s)}")
     for s in c["train"]["set"]:
         if not isinstance(s, str) or "=" not in s:

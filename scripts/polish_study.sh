@@ -38,6 +38,19 @@ erasing=${ERASING:-0.5}
 arms=${ARMS:-a c}
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(cnn resnet20)
+die() { echo "polish_study: error: $*" >&2; exit 1; }
+for m in "${models[@]}"; do
+  case $m in
+    cnn | resnet20) ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown model '$m' (cnn, resnet20)" ;;
+  esac
+done
+for a in $arms; do [ "$a" = a ] || [ "$a" = c ] || die "ARMS holds a and c (the trained arms), not '$a'"; done
+for v in ranks batch accumulation fp samples; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || die "${v^^} must be a whole number, not '${!v}'"
+done
+[ "$ranks" -ge 1 ] && [ "$batch" -ge 1 ] && [ "$accumulation" -ge 1 ] || die "RANKS, BATCH and ACCUMULATION must be >= 1"
 launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
 [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -51,7 +64,6 @@ for m in "${models[@]}"; do
   case $m in
     cnn) config=configs/fashion_mnist_cnn.json ;;
     resnet20) config=configs/fashion_mnist_resnet.json ;;
-    *) echo "polish_study: unknown model '$m' (cnn, resnet20)" >&2; exit 1 ;;
   esac
   v=EPOCHS_$m; default_epochs=20; [ "$m" = cnn ] || default_epochs=12
   epochs=${!v:-$default_epochs}
@@ -65,7 +77,9 @@ for m in "${models[@]}"; do
           --set augmentation.crop_padding=0 --set "augmentation.resized_crop_scale=$scale"
           --set augmentation.horizontal_flip=true --set "augmentation.erasing_probability=$erasing"
           --set 'output=""' --set 'metrics=""' --set 'checkpoint.path=""')
-  $bin/dist-train/dist-train --config "$config" "${recipe[@]}" --set final_polish_epochs=0 --print-config > "$dir/recipe.json"
+  $bin/dist-train/dist-train --config "$config" "${recipe[@]}" --set final_polish_epochs=0 --print-config > "$dir/recipe.json.tmp" \
+    || { rm -f "$dir/recipe.json.tmp"; die "the recipe does not make a valid dist-train configuration (see above)"; }
+  mv "$dir/recipe.json.tmp" "$dir/recipe.json"
   echo "{\"model\": \"$m\", \"epochs\": $epochs, \"final_polish_epochs\": $fp, \"global_batch\": $global, \"ranks\": $ranks, \"polish_samples\": $samples, \"seeds\": \"$seeds\"}" > "$dir/settings.json"
   for s in $seeds; do
     run=$dir/s$s

@@ -49,7 +49,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; ex
 die() { echo "prune_loop: error: $*" >&2; exit 1; }
 
 model="" config="" out="" iterations=10 ranks=2 epochs=3 lr="" drop=0.1 validation=5000 margin=0.1 batches=100
-seed="" force=0 keep=()
+seed="" force=0 keep=() keep_list=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -62,7 +62,8 @@ while [ $# -gt 0 ]; do
     --validation) validation=$2; shift 2 ;;
     --margin) margin=$2; shift 2 ;;
     --batches) batches=$2; shift 2 ;;
-    --keep) keep=(--keep "$2"); shift 2 ;;
+    --keep) [ $# -ge 2 ] || die "--keep needs a comma-separated list of layers"
+            keep_list=${keep_list:+$keep_list,}$2; keep=(--keep "$keep_list"); shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     -f) force=1; shift ;;
     -h|--help) usage ;;
@@ -77,6 +78,10 @@ for v in iterations ranks epochs validation batches; do
   [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "--${v/epochs/finetune-epochs} must be a positive integer, not '${!v}'"
 done
 if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ "$force" != 1 ]; then die "'$out' is not empty (-f reuses it)"; fi
+# The kept layers are checked against the model before any work (no data, no output).
+if [ ${#keep[@]} -gt 0 ]; then
+  "$bin/prune-rate/prune-rate" "$model" --rate 0 "${keep[@]}" -q > /dev/null || die "--keep '$keep_list' does not fit '$model'"
+fi
 mkdir -p "$out"
 py=python3
 json() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
@@ -182,7 +187,7 @@ test_after=$(evaluate "$out/final.onnx" test)
 "$bin/prune-rate/prune-rate" "$out/final.onnx" --rate 0 > "$out/.costs_after.json"
 "$bin/prune-rate/prune-rate" "$out/original.onnx" --rate 0 > "$out/.costs_before.json"
 rm -f "$out/.eval.json"
-$py - "$out" "$stop" "$((SECONDS - t0))" "$acc_before" "$acc_after" "$test_before" "$test_after" "$repeats" > "$out/summary.json.tmp" <<'EOF'
+$py - "$out" "$stop" "$((SECONDS - t0))" "$acc_before" "$acc_after" "$test_before" "$test_after" "$repeats" "$keep_list" > "$out/summary.json.tmp" <<'EOF'
 import json, sys
 out = sys.argv[1]
 log = json.load(open(f"{out}/log.json"))
@@ -195,7 +200,7 @@ print(json.dumps({
     "validation_accuracy_before": float(sys.argv[4]) / 100, "validation_accuracy_after": float(sys.argv[5]) / 100,
     "test_accuracy_before": float(sys.argv[6]) / 100, "test_accuracy_after": float(sys.argv[7]) / 100,
     "iterations": len(log), "accepted": sum(e["accepted"] for e in log), "stopped_by": sys.argv[2],
-    "rejected_without_finetuning": int(sys.argv[8]),
+    "rejected_without_finetuning": int(sys.argv[8]), "keep": [k for k in sys.argv[9].split(",") if k],
     "seconds": int(sys.argv[3])}, indent=1))
 EOF
 mv "$out/summary.json.tmp" "$out/summary.json"

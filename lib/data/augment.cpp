@@ -1,6 +1,7 @@
 #include "data/augment.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,13 +12,29 @@ namespace hpcnn::data {
 
 namespace {
 
+// The shortest text that reads back as `v` (std::to_string would round 1.0000001 to 1.000000).
+std::string exact(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// Aspect ratios beyond this are refused: sqrt(area * ratio) must stay a sensible pixel count.
+constexpr double kMaxRatio = 1e4;
+
 void check_range(const std::array<double, 2>& r, const char* what, double max, bool max_inclusive) {
   const bool ok = std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] > 0 && r[0] <= r[1] &&
                   (max_inclusive ? r[1] <= max : r[1] < max);
   if (!ok)
     throw_error(ErrorKind::usage, std::string("augmentation: ") + what + " must be [min, max] with 0 < min <= max " +
-                                      (max_inclusive ? "<= " : "< ") + std::to_string(max) + ", got [" + std::to_string(r[0]) +
-                                      ", " + std::to_string(r[1]) + "]");
+                                      (max_inclusive ? "<= " : "< ") + exact(max) + ", got [" + exact(r[0]) + ", " + exact(r[1]) + "]");
+}
+
+void check_ratio(const std::array<double, 2>& r, const char* what) {
+  check_range(r, what, kMaxRatio, true);
+  if (r[0] < 1 / kMaxRatio)
+    throw_error(ErrorKind::usage, std::string("augmentation: ") + what + " must lie in [" + exact(1 / kMaxRatio) + ", " +
+                                      exact(kMaxRatio) + "], got [" + exact(r[0]) + ", " + exact(r[1]) + "]");
 }
 
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1p-53; }
@@ -75,15 +92,13 @@ void draw_erasing(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int6
 void validate_augment(const AugmentOptions& o) {
   if (o.pad < 0) throw_error(ErrorKind::usage, "augmentation: crop padding must be >= 0, got " + std::to_string(o.pad));
   check_range(o.resized_scale, "the resized crop's scale", 1.0, true);
-  check_range(o.resized_ratio, "the resized crop's ratio", INFINITY, false);
+  check_ratio(o.resized_ratio, "the resized crop's ratio");
   if (o.pad > 0 && o.resized_crop())
     throw_error(ErrorKind::usage, "augmentation: a crop with padding and a random resized crop exclude each other (set one)");
   if (!(o.erase_probability >= 0 && o.erase_probability <= 1))
-    throw_error(ErrorKind::usage, "augmentation: the erasing probability must be in [0, 1], got " + std::to_string(o.erase_probability));
-  if (o.erase_probability > 0) {
-    check_range(o.erase_scale, "the erasing scale", 1.0, false);
-    check_range(o.erase_ratio, "the erasing ratio", INFINITY, false);
-  }
+    throw_error(ErrorKind::usage, "augmentation: the erasing probability must be in [0, 1], got " + exact(o.erase_probability));
+  check_range(o.erase_scale, "the erasing scale", 1.0, false);
+  check_ratio(o.erase_ratio, "the erasing ratio");
 }
 
 AugmentDraw draw_augment(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int64_t W) {

@@ -33,9 +33,10 @@
 // top bit of rng(), not the implementation-defined std distributions, so they agree across
 // standard libraries.
 // Errors: ErrorKind::usage for a negative pad, a pad together with a resized crop, scale or ratio
-// ranges that are not 0 < min <= max (scale max <= 1; erasing scale max < 1), an erasing
-// probability outside [0, 1], mean/std lists whose length is neither 0, 1 nor C, and std values
-// that are not positive and finite.
+// ranges that are not 0 < min <= max (scale max <= 1; erasing scale max < 1; ratios within
+// [1e-4, 1e4]), an erasing probability outside [0, 1], mean/std lists whose length is neither 0, 1
+// nor C, and std values that are not positive and finite. Every range is checked, also while its
+// augmentation is off.
 #pragma once
 
 #include <array>

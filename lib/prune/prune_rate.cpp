@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "core/atomic_file.h"
@@ -95,6 +96,52 @@ void validate_options(const PruneOptions& o) {
   validate_rate_grid(o.rates.empty() ? default_rate_grid() : o.rates);
 }
 
+namespace {
+
+// Marks the groups of the layers named by --keep as fixed. ErrorKind::usage for an empty name, a
+// name that is no layer of the model, or one that several layers carry.
+void apply_keep(ChannelGraph& cg, const std::vector<std::string>& keep) {
+  std::map<int, std::set<std::string>> kept;  // group -> the names that keep it
+  for (const std::string& name : keep) {
+    if (name.empty()) throw_error(ErrorKind::usage, "--keep: an empty layer name");
+    std::vector<const Layer*> found;
+    for (const auto& L : cg.layers)
+      if (L.name == name) found.push_back(&L);
+    if (found.empty()) {
+      std::set<std::string> names;
+      for (const auto& L : cg.layers) names.insert(L.name);
+      std::string all;
+      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+      throw_error(ErrorKind::usage, "--keep names '" + name + "', which is not a layer of the model (its layers: " + all + ")");
+    }
+    if (found.size() > 1)
+      throw_error(ErrorKind::usage, "--keep names '" + name + "', which " + std::to_string(found.size()) +
+                                        " layers of the model are called: rename the nodes so that the name is unique");
+    kept[found[0]->group].insert(name);
+  }
+  for (const auto& [gi, set] : kept) {
+    std::string names;
+    for (const auto& n : set) names += (names.empty() ? " " : ", ") + n;
+    Group& g = cg.groups[static_cast<size_t>(gi)];
+    if (g.fixed_reason.empty()) g.fixed_reason = "kept (--keep" + names + ")";
+    else spdlog::info("--keep{}: the layer is not prunable anyway ({})", names, g.fixed_reason);
+  }
+}
+
+}  // namespace
+
+void check_keep(const std::filesystem::path& model_path, const std::vector<std::string>& keep) {
+  if (keep.empty()) return;
+  const onnxu::Model model = onnxu::load_model(model_path);
+  with_context("while checking --keep against '" + model_path.string() + "'", [&] {
+    const onnxu::ShapeMap shapes = onnxu::infer_shapes(model.proto);
+    const onnxu::GraphView view(model.proto.graph());
+    ChannelGraph cg = analyze_channels(model.proto, view, shapes);
+    apply_keep(cg, keep);
+    return 0;
+  });
+}
+
 json run_prune_rate(const PruneOptions& o) {
   validate_options(o);
   const std::vector<double> grid = !o.rates.empty() ? o.rates : o.data ? data_rate_grid() : default_rate_grid();
@@ -109,16 +156,7 @@ json run_prune_rate(const PruneOptions& o) {
 
     std::set<std::string> layer_names;
     for (const auto& L : cg.layers) layer_names.insert(L.name);
-    for (const std::string& name : o.keep) {
-      const auto L = std::find_if(cg.layers.begin(), cg.layers.end(), [&](const Layer& l) { return l.name == name; });
-      if (L == cg.layers.end()) {
-        std::string all;
-        for (const auto& n : layer_names) all += (all.empty() ? "" : ", ") + n;
-        throw_error(ErrorKind::usage, "--keep names '" + name + "', which is not a layer of the model (its layers: " + all + ")");
-      }
-      Group& g = cg.groups[L->group];
-      if (g.fixed_reason.empty()) g.fixed_reason = "kept (--keep " + name + ")";
-    }
+    apply_keep(cg, o.keep);
     for (const auto& [name, t] : o.layer_thresholds)
       if (!layer_names.count(name)) spdlog::warn("thresholds file names '{}', which is not a prunable layer", name);
 
@@ -196,7 +234,7 @@ json run_prune_rate(const PruneOptions& o) {
                 {"group", L.group}, {"rate", d.rate}, {"kept_channels", kept_channels},
                 {"pruning_error", d.error}, {"prunable", g.fixed_reason.empty()}};
       l["removed_channels"] = std::move(removed);
-      l["threshold"] = d.threshold ? json(*d.threshold) : json(nullptr);
+      l["threshold"] = d.threshold && g.fixed_reason.empty() ? json(*d.threshold) : json(nullptr);  // null: not applied
       if (o.data) {
         auto it = o.data->sensitivity.find(L.weight.name);
         l["sensitivity"] = it != o.data->sensitivity.end() ? json(it->second) : json(nullptr);
@@ -215,7 +253,7 @@ json run_prune_rate(const PruneOptions& o) {
                  {"kept_channels", static_cast<int64_t>(g.classes.size()) - decisions[gi].removed},
                  {"pruning_error", decisions[gi].error}, {"weight_elements", g.weight_numel},
                  {"prunable", g.fixed_reason.empty()}};
-      jg["threshold"] = decisions[gi].threshold ? json(*decisions[gi].threshold) : json(nullptr);
+      jg["threshold"] = decisions[gi].threshold && g.fixed_reason.empty() ? json(*decisions[gi].threshold) : json(nullptr);
       if (o.data) {
         jg["raw_threshold"] = raw_threshold[gi];
         jg["sensitivity"] = group_sensitivity[gi];
@@ -224,7 +262,8 @@ json run_prune_rate(const PruneOptions& o) {
       else ++prunable_groups;
       groups.push_back(std::move(jg));
     }
-    if (prunable_groups == 0) spdlog::warn("'{}' has no prunable layer; nothing is pruned", o.model.string());
+    if (prunable_groups == 0)
+      spdlog::warn("'{}' has no prunable layer{}; nothing is pruned", o.model.string(), o.keep.empty() ? "" : " left after --keep");
 
     report = {{"model", o.model.string()},
               {"output", o.output ? json(o.output->string()) : json(nullptr)},
@@ -237,6 +276,7 @@ json run_prune_rate(const PruneOptions& o) {
                 {"macs_before", before.macs}, {"macs_after", after.macs},
                 {"macs_reduction", reduction(before.macs, after.macs)},
                 {"prunable_groups", prunable_groups}}}};
+    if (!o.keep.empty()) report["keep"] = o.keep;
     if (o.threshold) report["threshold"] = *o.threshold;
     if (o.uniform_rate) report["uniform_rate"] = *o.uniform_rate;
     if (!target.is_null()) report["target"] = target;

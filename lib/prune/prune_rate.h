@@ -47,4 +47,8 @@ void validate_options(const PruneOptions& options);
 
 nlohmann::ordered_json run_prune_rate(const PruneOptions& options);
 
+// Checks --keep names against the model before any expensive work (the same rules as
+// run_prune_rate: every name one layer of the model, no empty name). ErrorKind::usage.
+void check_keep(const std::filesystem::path& model, const std::vector<std::string>& keep);
+
 }  // namespace hpcnn::prune

@@ -99,6 +99,8 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
       user = json::parse(in, nullptr, true, /*ignore_comments=*/true);
     } catch (const json::parse_error& e) {
       throw_error(ErrorKind::usage, "configuration " + path + " is not valid JSON: " + e.what());
+    } catch (const json::exception& e) {  // e.g. a number too large for a double
+      throw_error(ErrorKind::usage, "configuration " + path + " holds a value out of range: " + e.what());
     }
     with_context("while reading configuration " + path, [&] {
       merge(cfg, user, "");
@@ -111,6 +113,8 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
       value = json::parse(text);
     } catch (const json::parse_error&) {
       value = text;  // a bare string
+    } catch (const json::exception& e) {
+      throw_error(ErrorKind::usage, "override " + key + "=" + text + ": a value out of range (" + e.what() + ")");
     }
     // Build {"a": {"b": value}} from "a.b".
     json patch = value;
@@ -144,9 +148,10 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
   c.augmentation.crop_padding = get<int>(a, "crop_padding");
   c.augmentation.horizontal_flip = get<bool>(a, "horizontal_flip");
   auto pair = [&](const char* key) {
-    const auto v = get<std::vector<double>>(a, key);
-    need(v.size() == 2, std::string("augmentation.") + key + " must be [min, max]");
-    return std::array<double, 2>{v[0], v[1]};
+    const json& v = a.at(key);
+    need(v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number(),
+         std::string("augmentation.") + key + " must be [min, max], two numbers, got " + v.dump());
+    return std::array<double, 2>{v[0].get<double>(), v[1].get<double>()};
   };
   c.augmentation.resized_crop_scale = pair("resized_crop_scale");
   c.augmentation.resized_crop_ratio = pair("resized_crop_ratio");

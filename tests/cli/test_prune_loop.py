@@ -87,3 +87,18 @@ def test_bad_arguments(tmp_path):
                        (["--config", tmp_path / "tiny.onnx", "--out", tmp_path / "o", "--iterations", "0"], "positive")):
         p = subprocess.run(["bash", LOOP, tmp_path / "tiny.onnx", *map(str, args)], capture_output=True, text=True)
         assert p.returncode != 0 and text in p.stderr, p.stderr
+
+
+def test_keep(tmp_path):
+    """--keep c1: c1 never loses a filter (its report says why), the summary records it; a name that
+    is no layer fails before any work, leaving the output folder empty."""
+    log, summary, report, out = loop(tmp_path, "--accuracy-drop", 100, "--keep", "c1")
+    c1 = next(l for l in report["layers"] if l["name"] == "c1")
+    assert not c1["prunable"] and c1["kept_channels"] == 8 and "--keep c1" in c1["reason"]
+    assert summary["keep"] == ["c1"] and report["keep"] == ["c1"]
+    bad = tmp_path / "bad"
+    cfg = config(tmp_path, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
+    p = subprocess.run(["bash", LOOP, tmp_path / "tiny.onnx", "--config", cfg, "--out", bad, "--ranks", "1", "--keep", "c9"],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, HPCNN_BIN=H.BIN_DIR))
+    assert p.returncode == 1 and "--keep names 'c9'" in p.stderr
+    assert not bad.exists() or not any(bad.iterdir())

@@ -306,6 +306,17 @@ TEST_CASE("augment: bad resized-crop and erasing options are usage errors", "[da
   bad([](AugmentOptions& o) { o.erase_probability = 1.5; });
   bad([](AugmentOptions& o) { o.erase_probability = 0.5, o.erase_scale = {0.1, 1.0}; });
   bad([](AugmentOptions& o) { o.erase_probability = 0.5, o.erase_ratio = {3.0, 0.3}; });
+  bad([](AugmentOptions& o) { o.erase_scale = {5.0, 1.0}; });  // checked while erasing is off too
+  bad([](AugmentOptions& o) { o.resized_scale = {0.5, 1.0}, o.resized_ratio = {1.0, 1e300}; });
+  bad([](AugmentOptions& o) { o.erase_ratio = {1e-300, 1.0}; });
+  try {  // the value as given, not rounded
+    AugmentOptions o;
+    o.erase_probability = 1.0000001;
+    validate_augment(o);
+    FAIL("no error");
+  } catch (const hpcnn::Error& e) {
+    CHECK(std::string(e.what()).find("1.0000001") != std::string::npos);
+  }
   AugmentOptions o;
   o.resized_scale = {0.5, 1.0};
   error_of([&] { draw_augment(o, rng); }, ErrorKind::usage);  // no image size given

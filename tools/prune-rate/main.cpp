@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   std::string model, output, thresholds_file, rates, keep;
   hpcnn::tool::ModelOutputFlags out;
   double threshold = 0, target_params = 0, target_macs = 0, uniform = 0;
-  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr;
+  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr,
+              *opt_keep = nullptr;
   return hpcnn::tool::run_tool(
       hpcnn::tool::mpi_tool_spec(
           "prune-rate",
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
         opt_uniform = app.add_option("--rate", uniform,
                                      "One pruning rate in [0, 1) for every prunable layer: the smallest-L1 filters go (baseline)");
         opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
-        app.add_option("--keep", keep, "Comma-separated layers never pruned (with every layer that shares their channels), e.g. "
+        opt_keep = app.add_option("--keep", keep, "Comma-separated layers never pruned (with every layer that shares their channels), e.g. "
                                        "the FC layer sparsify-fcl will replace");
         hpcnn::tool::add_model_output_flags(app, out);
         hpcnn::tool::add_data_options(app, data);
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
         if (opt_macs->count()) o.target_macs_reduction = target_macs;
         if (opt_uniform->count()) o.uniform_rate = uniform;
         if (opt_rates->count()) o.rates = hpcnn::tool::parse_number_list(rates, "--rates");
-        for (size_t at = 0; !keep.empty() && at <= keep.size();) {
+        for (size_t at = 0; opt_keep->count() && at <= keep.size();) {
           const size_t comma = std::min(keep.find(',', at), keep.size());
           if (comma == at) throw_error(ErrorKind::usage, "--keep: an empty layer name in '" + keep + "'");
           o.keep.push_back(keep.substr(at, comma - at));
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
           throw_error(ErrorKind::usage, "--loss-before and --upper-bound need training data (--config or --data)");
         }
         hpcnn::prune::validate_options(o);
+        hpcnn::prune::check_keep(o.model, o.keep);  // before the data's loss and sensitivity
         if (comm->size() > 1 && !data_driven)
           throw_error(ErrorKind::usage, "under mpirun prune-rate needs training data: only the data-driven thresholds use the ranks");
         // The output policy, before any work (rank 0 writes): the model, its external data file (only
