@@ -71,7 +71,7 @@ def setup_run(tmp, **over):
     (tmp / "train.json").write_text(json.dumps(train))
     cfg = {"train_config": str(tmp / "train.json"), "run_dir": str(tmp / "run"), "ranks": 2, "seed": 3,
            "validation_samples": 128, "train": {"epochs": 2},
-           "prune": {"iterations": 1, "finetune_epochs": 1, "accuracy_drop": 50.0},
+           "prune": {"iterations": 1, "finetune_epochs": 1, "accuracy_drop": 50.0, "keep": ["fc1"]},
            "sparsify": {"compression": 4, "init": "data", "finetune_epochs": 1}, "polish": {"samples": 256}}
     cfg.update(over)
     (tmp / "pipeline.json").write_text(json.dumps(cfg))
@@ -118,6 +118,10 @@ def test_pipeline_runs_every_step_and_reports_what_the_tools_printed(tmp_path):
         m = onnx.load(s["model"])
         assert s["parameters"] == H.count_params(m) and s["macs"] == H.count_macs(m), s["step"]
     assert steps["sparsify"]["parameters"] < steps["prune"]["parameters"] < steps["train"]["parameters"]
+    # prune.keep: the FC layer sparsify-fcl replaces keeps its 64 neurons through the prune loop.
+    assert r["prune"]["keep"] == ["fc1"]
+    pruned = {t.name: t for t in onnx.load(run / "2-prune" / "final.onnx").graph.initializer}
+    assert pruned["fc1.w"].dims[0] == 64
     # The shards are huffgpu streams that decode to the data files.
     for d in r["data"]:
         assert Path(d["shard"]).read_bytes()[:4] == b"HUFG"
@@ -159,7 +163,13 @@ def test_bad_pipeline_configuration(tmp_path):
     cfg.write_text(json.dumps(c))
     p = pipeline(cfg)
     assert p.returncode == 1 and "unknown key 'prune.iteration' (valid keys: iterations" in p.stderr, p.stderr
+    c["prune"].pop("iteration")
+    c["prune"]["keep"] = ["fc9"]  # no such layer: refused before any training
+    cfg.write_text(json.dumps(c))
+    p = pipeline(cfg)
+    assert p.returncode == 1 and "--keep names 'fc9'" in p.stderr and "prune.keep" in p.stderr, p.stderr
+    assert not (tmp_path / "run" / "1-train").exists()
     cfg.write_text("{")
     p = pipeline(cfg)
     assert p.returncode == 1 and "not JSON" in p.stderr
-    assert not (tmp_path / "run").exists()
+    assert not (tmp_path / "run" / "1-train").exists()
