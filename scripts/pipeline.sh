@@ -25,7 +25,7 @@ config_file="" quiet=0
 for a in "$@"; do
   case $a in
     -q) quiet=1 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
     -*) echo "pipeline: error: unknown option $a" >&2; exit 1 ;;
     *) [ -z "$config_file" ] || { echo "pipeline: error: one CONFIG only" >&2; exit 1; }; config_file=$a ;;
   esac

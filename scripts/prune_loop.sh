@@ -45,7 +45,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${HPCNN_BIN:-$here/build/tools}
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 1; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; }
 die() { echo "prune_loop: error: $*" >&2; exit 1; }
 
 model="" config="" out="" iterations=10 ranks=2 epochs=3 lr="" drop=0.1 validation=5000 margin=0.1 batches=100
