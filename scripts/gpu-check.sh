@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# GPU check of the huffgpu CUDA codec, for a machine with one H200-class GPU, CMake, the CUDA
-# toolkit and Python but none of the Debian -dev packages and no network; finishes within
-# 8 minutes. Prepare here first: `bash scripts/fetch-gpu-deps.sh` (headers into .deps/) and copy
-# /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz into .deps/data/; then run this
-# there with .deps carried. It builds the codec-only configuration with CUDA, runs the GPU tests
-# (CUDA vs CPU bytes, cross decoding, corrupt streams), command-line checks (same bytes as the
-# CPU, round trips, a memory cap, the pytest files tests/cli/test_huffgpu.py and
-# test_huffgpu_cuda.py with --device auto on the GPU, 4.3 GB through pipes) and the benchmark
-# (>= 1 GiB input).
+# GPU checks, for a machine with one H200-class GPU, CMake, the CUDA toolkit and Python but none of
+# the Debian -dev packages and no network. Prepare here first: `bash scripts/fetch-gpu-deps.sh`
+# (headers into .deps/) and copy /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz into
+# .deps/data/; then run this there with .deps carried:
+#
+#   bash scripts/gpu-check.sh [codec] [fcl]        (default: both; each section at most 8 minutes)
+#
+# Both build the codec-only configuration with CUDA (core, the huffgpu codec and the CUDA ops on
+# device pointers, which need no Debian package).
+# codec: the GPU tests of the huffgpu CUDA codec (CUDA vs CPU bytes, cross decoding, corrupt
+#   streams), command-line checks (same bytes as the CPU, round trips, a memory cap, the pytest
+#   files tests/cli/test_huffgpu.py and test_huffgpu_cuda.py with --device auto on the GPU, 4.3 GB
+#   through pipes) and the benchmark (>= 1 GiB input).
+# fcl: the cuBLAS sparse FCL against its definition (gpu_tests "[ops]", forward and backward, and the GEMM wrapper)
+#   and bench/fcl_bench_gpu: VGG-16's fc6, dense vs sparse at C' = 24, batch 256 and 64, CUDA events
+#   over 200 iterations, beside the paper's 14.97x / 16.67x.
 # Logs go to $OUT (or out/gpu-check).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +30,21 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHPCNN_CODEC_ONLY=ON -DHPCNN_
   -DHPCNN_WITH_CUDA=ON -DHPCNN_WITH_MPI=OFF -DHPCNN_WITH_NCCL=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$log/configure.txt" 2>&1
 cmake --build "$build" -j"$(nproc)" > "$log/build.txt" 2>&1 || { tail -40 "$log/build.txt"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log/summary.txt" || true
+
+sections=("$@")
+[ ${#sections[@]} -gt 0 ] || sections=(codec fcl)
+for sec in "${sections[@]}"; do
+  case $sec in codec | fcl) ;; *) echo "gpu-check: unknown section '$sec' (codec, fcl)" >&2; exit 1 ;; esac
+done
+want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+
+if want fcl; then
+  step "fcl: the cuBLAS sparse FCL against its definition"
+  "$build/tests/gpu_tests" "[ops]" 2>&1 | tail -3 | tee -a "$log/summary.txt"
+  step "fcl: benchmark, VGG-16 fc6, dense vs sparse (C' = 24), fp32, TF32 off"
+  "$build/bench/fcl_bench_gpu" --batches 256,64 --iterations 200 2>&1 | tee "$log/fcl_bench.txt"
+fi
+want codec || exit 0
 
 step "unit tests (CPU) and GPU tests"
 "$build/tests/unit_tests" 2>&1 | tail -3 | tee -a "$log/summary.txt"
