@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/heap.h"
 #include "nn/threads.h"
 #include "ops/kernels.h"
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     }
   }
   nn::set_num_threads(threads);
+  retain_freed_memory();  // as dist-train does: the buffers of one call stay in the heap for the next
   const int64_t HW = S * S, F = C * HW;
   const Tensor x = to_layout(random_tensor({batch, C, S, S}, 1), Layout::nhwc);
   const Tensor W = random_tensor({O, F}, 2), b = random_tensor({O}, 3);

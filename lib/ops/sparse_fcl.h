@@ -6,9 +6,10 @@
 //   y[n, o]    = sum_{k, s} B[o, k*HW + s] * z[n, k, s] + b[o]   (ONNX Flatten order: channel-major)
 // x: [N, C, H, W] fp32 (plain or nhwc); A: [r, C] or [r, C, 1, 1] (the 1x1 Conv weight); a: [r] or
 // undefined; B: [O, r*H*W] (the Gemm weight with transB = 1); b: [O] or undefined. y: [N, O] plain.
-// With channels-last activations the reduction is one GEMM over the N*H*W positions, and the FC is
-// one GEMM over the N samples (B's columns taken in position-major order).
-// saved (for backward): z as [N*H*W, r], positions-major.
+// With channels-last activations the reduction is one GEMM over the N*H*W positions; its output
+// (N*H*W*r values, small) is transposed into the FC's input order [N, r*H*W], and the FC is one GEMM
+// over the N samples that reads B as stored (backward likewise: gB comes out in B's layout).
+// saved (for backward): z as [N, r*H*W], channel-major (ONNX Flatten order).
 // Backward: gx (x's shape, nhwc), gA (A's shape), ga [r], gB [O, r*HW], gb [O]; null pointers are
 // skipped. Errors: ErrorKind::bad_input for inconsistent shapes (naming both).
 #pragma once

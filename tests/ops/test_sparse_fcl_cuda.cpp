@@ -104,19 +104,17 @@ void run_case(const SparseFclShape& s, bool biases) {
   HPCNN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
   {
     DeviceBuffer dx(x_nhwc), dA(to_float(A)), da(to_float(a)), dB(to_float(B)), db(to_float(b)), dgy(to_float(gy));
-    DeviceBuffer dz(P * R), dy(N * O), dgx(P * C), dgA(R * C), dga(R), dgB(O * F), dgb(O),
+    DeviceBuffer dz(N * F), dy(N * O), dgx(P * C), dgA(R * C), dga(R), dgB(O * F), dgb(O),
         work(hpcnn::ops::cuda::sparse_fcl_work_floats(s));
     hpcnn::ops::cuda::sparse_fcl_forward(h, s, dx.p, dA.p, biases ? da.p : nullptr, dB.p, biases ? db.p : nullptr, dz.p, dy.p, work.p);
     hpcnn::ops::cuda::sparse_fcl_backward(h, s, dx.p, dA.p, dB.p, dz.p, dgy.p, dgx.p, dgA.p, dga.p, dgB.p, dgb.p, work.p);
     HPCNN_CUDA_CHECK(cudaDeviceSynchronize());
     check_close(dy.host(N * O), y, "y");
-    std::vector<double> z_pk(P * R), gx_nhwc(P * C);
+    std::vector<double> gx_nhwc(P * C);
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t q = 0; q < HW; ++q) {
-        for (int64_t k = 0; k < R; ++k) z_pk[(n * HW + q) * R + k] = z[(n * R + k) * HW + q];
+      for (int64_t q = 0; q < HW; ++q)
         for (int64_t c = 0; c < C; ++c) gx_nhwc[(n * HW + q) * C + c] = gx[(n * C + c) * HW + q];
-      }
-    check_close(dz.host(P * R), z_pk, "z (saved, [N*HW, r])");
+    check_close(dz.host(N * F), z, "z (saved, [N, r*HW])");
     check_close(dgx.host(P * C), gx_nhwc, "gx (NHWC)");
     check_close(dgA.host(R * C), gA, "gA");
     check_close(dga.host(R), ga, "ga");

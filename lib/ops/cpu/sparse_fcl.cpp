@@ -1,5 +1,6 @@
 // The CPU twin of ops/sparse_fcl.h: two oneDNN sgemm calls forward, four backward, on
-// channels-last activations.
+// channels-last activations, with the reduced activations transposed between the two GEMMs.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -26,16 +27,16 @@ Dims check(const Tensor& x, const Tensor& A, const Tensor& B) {
   return d;
 }
 
-// Bp[o, s*r + k] = B[o, k*HW + s] (and back with inverse).
-std::vector<float> position_major(const float* B, const Dims& d, bool inverse) {
-  std::vector<float> out(static_cast<size_t>(d.O * d.r * d.HW));
-  for (int64_t o = 0; o < d.O; ++o)
-    for (int64_t k = 0; k < d.r; ++k)
-      for (int64_t s = 0; s < d.HW; ++s) {
-        const int64_t channel_major = o * d.r * d.HW + k * d.HW + s, pos_major = o * d.r * d.HW + s * d.r + k;
-        out[static_cast<size_t>(inverse ? channel_major : pos_major)] = B[inverse ? pos_major : channel_major];
+// zc[n, k*HW + s] = z[n*HW + s, k] (the FC's input in ONNX Flatten order), or back with inverse.
+// Transposing the small reduced activations (N*HW*r values) lets both GEMMs of the FC read B as
+// it is stored, instead of permuting its O*r*HW columns on every call.
+void channel_major(const float* from, float* to, const Dims& d, bool inverse) {
+  for (int64_t n = 0; n < d.N; ++n)
+    for (int64_t s = 0; s < d.HW; ++s)
+      for (int64_t k = 0; k < d.r; ++k) {
+        const int64_t pos = (n * d.HW + s) * d.r + k, cm = n * d.r * d.HW + k * d.HW + s;
+        to[inverse ? pos : cm] = from[inverse ? cm : pos];
       }
-  return out;
 }
 
 }  // namespace
@@ -49,18 +50,28 @@ Tensor sparse_fcl_forward(const Tensor& x_in, const Tensor& A, const Tensor& a, 
   if (a.defined()) {
     if (a.numel() != d.r) throw_error(ErrorKind::bad_input, "sparse FCL reduction bias has " + std::to_string(a.numel()) + " values, not " + std::to_string(d.r));
     float* zp = z.data();
+    const float* ap = a.data();
     for (int64_t i = 0; i < d.N * d.HW; ++i)
-      for (int64_t k = 0; k < d.r; ++k) zp[i * d.r + k] += a.data()[k];
+      for (int64_t k = 0; k < d.r; ++k) zp[i * d.r + k] += ap[k];
   }
-  const std::vector<float> Bp = position_major(B.data(), d, false);
+  Tensor zc({d.N, d.r * d.HW});
+  channel_major(z.data(), zc.data(), d, false);
+  // y^T = B zc^T, then transposed with the bias: oneDNN's sgemm runs this orientation (4096 x 64
+  // outputs) about 1.5x faster than y = zc B^T (64 x 4096) at VGG-16's fc6 shapes, one thread.
+  if (b.defined() && b.numel() != d.O)
+    throw_error(ErrorKind::bad_input, "sparse FCL bias has " + std::to_string(b.numel()) + " values, not " + std::to_string(d.O));
+  std::vector<float> yt(static_cast<size_t>(d.O * d.N));
+  sgemm(false, true, d.O, d.N, d.HW * d.r, 1.0f, B.data(), d.HW * d.r, zc.data(), d.HW * d.r, 0.0f, yt.data(), d.N);
   Tensor y({d.N, d.O});
-  sgemm(false, true, d.N, d.O, d.HW * d.r, 1.0f, z.data(), d.HW * d.r, Bp.data(), d.HW * d.r, 0.0f, y.data(), d.O);
-  if (b.defined()) {
-    if (b.numel() != d.O) throw_error(ErrorKind::bad_input, "sparse FCL bias has " + std::to_string(b.numel()) + " values, not " + std::to_string(d.O));
-    for (int64_t n = 0; n < d.N; ++n)
-      for (int64_t o = 0; o < d.O; ++o) y.data()[n * d.O + o] += b.data()[o];
-  }
-  if (saved) saved->z = z;
+  float* yp = y.data();
+  const float* bp = b.defined() ? b.data() : nullptr;
+  constexpr int64_t kTile = 32;  // cache-friendly transpose: 32 x 32 tiles
+  for (int64_t n0 = 0; n0 < d.N; n0 += kTile)
+    for (int64_t o0 = 0; o0 < d.O; o0 += kTile)
+      for (int64_t n = n0; n < std::min(d.N, n0 + kTile); ++n)
+        for (int64_t o = o0; o < std::min(d.O, o0 + kTile); ++o)
+          yp[n * d.O + o] = yt[static_cast<size_t>(o * d.N + n)] + (bp ? bp[o] : 0.0f);
+  if (saved) saved->z = zc;
   return y;
 }
 
@@ -69,26 +80,27 @@ void sparse_fcl_backward(const Tensor& x_in, const Tensor& A, const Tensor& B, c
   const Dims d = check(x_in, A, B);
   const Tensor gy = to_layout(gy_in, Layout::plain);
   const int64_t F = d.HW * d.r, P = d.N * d.HW;
-  if (gB) {
-    std::vector<float> gBp(static_cast<size_t>(d.O * F));
-    sgemm(true, false, d.O, F, d.N, 1.0f, gy.data(), d.O, saved.z.data(), F, 0.0f, gBp.data(), F);
+  if (gB) {  // gB = gy^T zc, in B's (channel-major) layout directly
     *gB = Tensor(B.shape());
-    const std::vector<float> cm = position_major(gBp.data(), d, true);
-    std::memcpy(gB->data(), cm.data(), cm.size() * sizeof(float));
+    sgemm(true, false, d.O, F, d.N, 1.0f, gy.data(), d.O, saved.z.data(), F, 0.0f, gB->data(), F);
   }
   if (gb) {
     *gb = Tensor::zeros({d.O});
+    float* g = gb->data();
+    const float* gyp = gy.data();
     for (int64_t n = 0; n < d.N; ++n)
-      for (int64_t o = 0; o < d.O; ++o) gb->data()[o] += gy.data()[n * d.O + o];
+      for (int64_t o = 0; o < d.O; ++o) g[o] += gyp[n * d.O + o];
   }
   if (!gx && !gA && !ga) return;
-  const std::vector<float> Bp = position_major(B.data(), d, false);
+  std::vector<float> gzc(static_cast<size_t>(d.N * F));
+  sgemm(false, false, d.N, F, d.O, 1.0f, gy.data(), d.O, B.data(), F, 0.0f, gzc.data(), F);
   Tensor gz({P, d.r});
-  sgemm(false, false, d.N, F, d.O, 1.0f, gy.data(), d.O, Bp.data(), F, 0.0f, gz.data(), F);
+  channel_major(gzc.data(), gz.data(), d, true);
   if (ga) {
     std::vector<double> s(static_cast<size_t>(d.r), 0.0);
+    const float* g = gz.data();
     for (int64_t i = 0; i < P; ++i)
-      for (int64_t k = 0; k < d.r; ++k) s[static_cast<size_t>(k)] += gz.data()[i * d.r + k];
+      for (int64_t k = 0; k < d.r; ++k) s[static_cast<size_t>(k)] += g[i * d.r + k];
     *ga = Tensor({d.r});
     for (int64_t k = 0; k < d.r; ++k) ga->data()[k] = static_cast<float>(s[static_cast<size_t>(k)]);
   }

@@ -1,6 +1,6 @@
 // The cuBLAS twin of the sparse FCL op (ops/cuda/sparse_fcl_cuda.h): cuBLAS SGEMMs and three
-// small kernels (the permutation between B's channel-major and position-major columns, the bias
-// broadcast over rows, column sums).
+// small kernels (the reduced activations between positions-major and the FC's channel-major
+// order, the bias broadcast over rows, column sums).
 #include "ops/cuda/sparse_fcl_cuda.h"
 
 #include <algorithm>
@@ -22,19 +22,20 @@ cudaStream_t stream_of(cublasHandle_t h) {
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20)); }
 
-// to[o, s*r + k] = from[o, k*HW + s] (to_position_major), or the inverse.
-__global__ void permute_columns(const float* __restrict__ from, float* __restrict__ to, int64_t O, int64_t r, int64_t HW,
-                                bool to_position_major) {
-  const int64_t F = r * HW, n = O * F;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t o = i / F, j = i % F;  // j indexes the destination's columns
+// to[n, k*HW + s] = from[(n*HW + s)*r + k] (to_channel_major: the reduction's output in the FC's
+// input order), or the inverse; N*HW*r values, small next to B.
+__global__ void reorder_reduced(const float* __restrict__ from, float* __restrict__ to, int64_t N, int64_t r, int64_t HW,
+                                bool to_channel_major) {
+  const int64_t F = r * HW, n_all = N * F;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n_all; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t n = i / F, j = i % F;  // j indexes the destination's row
     int64_t src;
-    if (to_position_major) {  // j = s*r + k  <-  k*HW + s
-      const int64_t s = j / r, k = j % r;
-      src = o * F + k * HW + s;
-    } else {  // j = k*HW + s  <-  s*r + k
+    if (to_channel_major) {  // j = k*HW + s  <-  (n*HW + s)*r + k
       const int64_t k = j / HW, s = j % HW;
-      src = o * F + s * r + k;
+      src = (n * HW + s) * r + k;
+    } else {  // j = s*r + k  <-  n*F + k*HW + s
+      const int64_t s = j / r, k = j % r;
+      src = n * F + k * HW + s;
     }
     to[i] = from[src];
   }
@@ -70,8 +71,8 @@ void check_shape(const SparseFclShape& s) {
                                       ", O " + std::to_string(s.O));
 }
 
-void permute(cublasHandle_t h, const float* from, float* to, const SparseFclShape& s, bool to_position_major) {
-  permute_columns<<<blocks_for(s.O * s.features()), kThreads, 0, stream_of(h)>>>(from, to, s.O, s.r, s.HW, to_position_major);
+void reorder(cublasHandle_t h, const float* from, float* to, const SparseFclShape& s, bool to_channel_major) {
+  reorder_reduced<<<blocks_for(s.N * s.features()), kThreads, 0, stream_of(h)>>>(from, to, s.N, s.r, s.HW, to_channel_major);
   HPCNN_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -95,20 +96,17 @@ void gemm_row_major(cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N, in
                                  static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
 }
 
-size_t sparse_fcl_work_floats(const SparseFclShape& s) {
-  const int64_t F = s.features();
-  return static_cast<size_t>(s.O * F + std::max(s.N * F, s.O * F));
-}
+size_t sparse_fcl_work_floats(const SparseFclShape& s) { return static_cast<size_t>(2 * s.N * s.features()); }
 
 void sparse_fcl_forward(cublasHandle_t h, const SparseFclShape& s, const float* x, const float* A, const float* a,
                         const float* B, const float* b, float* z, float* y, float* work) {
   check_shape(s);
   const int64_t P = s.N * s.HW, F = s.features();
-  float* Bp = work;
-  gemm_row_major(h, false, true, P, s.r, s.C, x, s.C, A, s.C, 0.0f, z, s.r);  // z = x A^T
-  if (a) add_bias(h, z, a, P, s.r);
-  permute(h, B, Bp, s, true);
-  gemm_row_major(h, false, true, s.N, s.O, F, z, F, Bp, F, 0.0f, y, s.O);  // y = z' Bp^T, z' = z as [N, F]
+  float* zp = work;  // [P, r]
+  gemm_row_major(h, false, true, P, s.r, s.C, x, s.C, A, s.C, 0.0f, zp, s.r);  // zp = x A^T
+  if (a) add_bias(h, zp, a, P, s.r);
+  reorder(h, zp, z, s, true);                                               // z [N, F]
+  gemm_row_major(h, false, true, s.N, s.O, F, z, F, B, F, 0.0f, y, s.O);    // y = z B^T
   if (b) add_bias(h, y, b, s.N, s.O);
 }
 
@@ -116,17 +114,13 @@ void sparse_fcl_backward(cublasHandle_t h, const SparseFclShape& s, const float*
                          const float* z, const float* gy, float* gx, float* gA, float* ga, float* gB, float* gb, float* work) {
   check_shape(s);
   const int64_t P = s.N * s.HW, F = s.features();
-  float* Bp = work;
-  float* scratch = work + s.O * F;  // gBp, then gz
-  if (gB) {
-    gemm_row_major(h, true, false, s.O, F, s.N, gy, s.O, z, F, 0.0f, scratch, F);  // gBp = gy^T z'
-    permute(h, scratch, gB, s, false);
-  }
+  if (gB) gemm_row_major(h, true, false, s.O, F, s.N, gy, s.O, z, F, 0.0f, gB, F);  // gB = gy^T z, B's layout
   if (gb) sum_columns(h, gy, gb, s.N, s.O);
   if (!gx && !gA && !ga) return;
-  permute(h, B, Bp, s, true);
-  float* gz = scratch;
-  gemm_row_major(h, false, false, s.N, F, s.O, gy, s.O, Bp, F, 0.0f, gz, F);  // gz' = gy Bp, as [P, r]
+  float* gzc = work;              // [N, F]
+  float* gz = work + s.N * F;     // [P, r]
+  gemm_row_major(h, false, false, s.N, F, s.O, gy, s.O, B, F, 0.0f, gzc, F);  // gzc = gy B
+  reorder(h, gzc, gz, s, false);
   if (ga) sum_columns(h, gz, ga, P, s.r);
   if (gA) gemm_row_major(h, true, false, s.r, s.C, P, gz, s.r, x, s.C, 0.0f, gA, s.C);  // gA = gz^T x
   if (gx) gemm_row_major(h, false, false, P, s.C, s.r, gz, s.r, A, s.C, 0.0f, gx, s.C);  // gx = gz A

@@ -5,17 +5,18 @@
 // below are our reading). The CPU twin (ops/cpu/sparse_fcl.cpp) is the reference; both follow
 //   z[n, k, s] = sum_c A[k, c] * x[n, c, s] + a[k]              (k < r, s < H*W)
 //   y[n, o]    = sum_{k, s} B[o, k*HW + s] * z[n, k, s] + b[o]
-// on channels-last activations, where the reduction is one GEMM over the N*H*W positions and the
-// FC one GEMM over the N samples with B's columns taken position-major (Bp[o, s*r + k]).
+// on channels-last activations, where the reduction is one GEMM over the N*H*W positions, its
+// output is reordered into the FC's input order [N, r*HW] (small), and the FC is one GEMM over the
+// N samples that reads B as stored.
 //
 // Device pointers, fp32, on the handle's stream; no allocation (the caller passes `work`, at
 // least sparse_fcl_work_floats(shape) floats). Shapes (row-major):
 //   x [N*HW, C] (NHWC), A [r, C], a [r] or null, B [O, r*HW] (the ONNX Gemm weight, transB = 1),
-//   b [O] or null; z [N*HW, r] (saved for backward); y [N, O].
+//   b [O] or null; z [N, r*HW] (channel-major, saved for backward); y [N, O].
 //   Backward: gy [N, O] -> gx [N*HW, C] (NHWC), gA [r, C], ga [r], gB [O, r*HW], gb [O]; a null
-//   output is skipped (gz, the gradient of z, lives in `work`).
-// Forward: 2 GEMMs (+ the permutation of B and the bias broadcasts); backward: 4 GEMMs (+ the
-// permutation back of gB and two column sums). The math mode is the handle's: cuBLAS's default
+//   output is skipped (the gradient of z lives in `work`).
+// Forward: 2 GEMMs (+ the reordering and the bias broadcasts); backward: 4 GEMMs (+ the reordering
+// and two column sums). The math mode is the handle's: cuBLAS's default
 // (CUBLAS_DEFAULT_MATH) computes fp32 GEMMs in fp32, no TF32 (NVIDIA_TF32_OVERRIDE=1 in the
 // environment would change that). Errors: ErrorKind::device from a failing CUDA or cuBLAS call
 // (core/cuda_check.h), ErrorKind::usage for non-positive dimensions.
@@ -35,7 +36,8 @@ struct SparseFclShape {
   int64_t features() const { return r * HW; }  // F, the FC's inputs
 };
 
-// Floats of scratch the forward and backward need: Bp [O, F] and gz/gBp [max(N*F, O*F)].
+// Floats of scratch the forward and backward need: 2 N F (the reduction's output before its
+// reordering; the gradient of z in both orders).
 size_t sparse_fcl_work_floats(const SparseFclShape& s);
 
 void sparse_fcl_forward(cublasHandle_t handle, const SparseFclShape& s, const float* x, const float* A, const float* a,
