@@ -53,6 +53,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 q() { printf '%q' "$1"; }
 keep_args=""
 for a in "${prune_keep[@]}"; do keep_args+=" $(q "$a")"; done
+loop_args=$keep_args
+[ "$prune_lr" = 0.0 ] || [ "$prune_lr" = 0 ] || loop_args+=" --finetune-lr $(q "$prune_lr")"
 
 # step NAME OUTPUT [INPUT...] -- COMMAND: runs the shell command line COMMAND unless OUTPUT exists
 # and is newer than every INPUT and the configuration. Records RUN/steps/NAME.json (command, wall time).
@@ -163,7 +165,7 @@ evaluate train "$t/model.onnx"
 # 4. Pruning: the automatic loop (prune-rate with data-driven thresholds, fine-tuning each candidate).
 p=$run/2-prune
 step prune "$p/final.onnx" "$t/model.onnx" -- \
-  "HPCNN_BIN=$(q "$bin") bash $(q "$here/scripts/prune_loop.sh") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs --accuracy-drop $prune_drop --margin $prune_margin --validation $validation --seed $seed$keep_args"
+  "HPCNN_BIN=$(q "$bin") bash $(q "$here/scripts/prune_loop.sh") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs --accuracy-drop $prune_drop --margin $prune_margin --validation $validation --seed $seed$loop_args"
 evaluate prune "$p/final.onnx"
 
 # 5. The structured sparse first FC layer, then fine-tuning.

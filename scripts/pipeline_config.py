@@ -18,7 +18,7 @@ SCHEMA = {
     "compress_data": (bool, True),
     "train": (dict, {"epochs": (int, 0), "set": (list, [])}),
     "prune": (dict, {"iterations": (int, 6), "finetune_epochs": (int, 2), "accuracy_drop": (float, 0.3),
-                     "margin": (float, 0.1), "keep": (list, [])}),
+                     "margin": (float, 0.1), "keep": (list, []), "finetune_lr": (float, 0.0)}),
     "sparsify": (dict, {"compression": (float, 20.0), "init": (str, "data"), "finetune_epochs": (int, 2)}),
     "polish": (dict, {"samples": (int, 0)}),
 }
@@ -72,6 +72,8 @@ def main():
         a, b = key.split(".")
         if c[a][b] < 1:
             fail(f"{path}: '{key}' must be >= 1")
+    if c["prune"]["finetune_lr"] < 0:
+        fail(f"{path}: 'prune.finetune_lr' must be >= 0 (0: the loop's default, lr.base / 10)")
     if c["sparsify"]["init"] not in ("svd", "data", "random"):
         fail(f"{path}: 'sparsify.init' must be svd, data or random")
     if c["sparsify"]["compression"] <= 1:
@@ -104,6 +106,7 @@ def main():
         "compress": int(c["compress_data"]), "train_epochs": epochs,
         "prune_iterations": c["prune"]["iterations"], "prune_epochs": c["prune"]["finetune_epochs"],
         "prune_drop": c["prune"]["accuracy_drop"], "prune_margin": c["prune"]["margin"],
+        "prune_lr": c["prune"]["finetune_lr"],
         "fcl_compression": c["sparsify"]["compression"], "fcl_init": c["sparsify"]["init"],
         "fcl_epochs": c["sparsify"]["finetune_epochs"], "polish_samples": c["polish"]["samples"],
     }

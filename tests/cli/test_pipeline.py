@@ -71,7 +71,7 @@ def setup_run(tmp, **over):
     (tmp / "train.json").write_text(json.dumps(train))
     cfg = {"train_config": str(tmp / "train.json"), "run_dir": str(tmp / "run"), "ranks": 2, "seed": 3,
            "validation_samples": 128, "train": {"epochs": 2},
-           "prune": {"iterations": 1, "finetune_epochs": 1, "accuracy_drop": 50.0, "keep": ["fc1"]},
+           "prune": {"iterations": 1, "finetune_epochs": 1, "accuracy_drop": 50.0, "keep": ["fc1"], "finetune_lr": 0.01},
            "sparsify": {"compression": 4, "init": "data", "finetune_epochs": 1}, "polish": {"samples": 256}}
     cfg.update(over)
     (tmp / "pipeline.json").write_text(json.dumps(cfg))
@@ -120,6 +120,9 @@ def test_pipeline_runs_every_step_and_reports_what_the_tools_printed(tmp_path):
     assert steps["sparsify"]["parameters"] < steps["prune"]["parameters"] < steps["train"]["parameters"]
     # prune.keep: the FC layer sparsify-fcl replaces keeps its 64 neurons through the prune loop.
     assert r["prune"]["keep"] == ["fc1"]
+    assert "--keep fc1 --finetune-lr 0.01" in (run / "pipeline.log").read_text()
+    tuned = [json.loads(l) for l in (run / "2-prune" / "it1" / "metrics.jsonl").read_text().splitlines()]
+    assert tuned[0]["lr"] <= 0.01 + 1e-12
     pruned = {t.name: t for t in onnx.load(run / "2-prune" / "final.onnx").graph.initializer}
     assert pruned["fc1.w"].dims[0] == 64
     # The shards are huffgpu streams that decode to the data files.
