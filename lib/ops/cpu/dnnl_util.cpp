@@ -1,5 +1,8 @@
 #include "ops/cpu/dnnl_util.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/error.h"
 
 namespace hpcnn::ops::cpu {
@@ -29,6 +32,20 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
   }
   dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success) throw_error(ErrorKind::unsupported, "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)));
+}
+
+void sgemm_fc(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* W, float beta, float* C) {
+  if (4 * M > N || K == 0) return sgemm(false, true, M, N, K, alpha, A, K, W, K, beta, C, N);
+  std::vector<float> ct(static_cast<size_t>(M * N));
+  sgemm(false, true, N, M, K, alpha, W, K, A, K, 0.0f, ct.data(), M);
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < M; i0 += kTile)
+    for (int64_t j0 = 0; j0 < N; j0 += kTile)
+      for (int64_t i = i0; i < std::min(M, i0 + kTile); ++i)
+        for (int64_t j = j0; j < std::min(N, j0 + kTile); ++j) {
+          const float v = ct[static_cast<size_t>(j * M + i)];
+          C[i * N + j] = beta == 0.0f ? v : beta * C[i * N + j] + v;
+        }
 }
 
 }  // namespace hpcnn::ops::cpu

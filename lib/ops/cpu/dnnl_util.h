@@ -27,4 +27,10 @@ auto dnnl_call(const char* what, Fn&& fn) -> decltype(fn()) {
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// Row-major C[M, N] = alpha * A[M, K] * W[N, K]^T + beta * C: the FC layer's product (W the weight,
+// transB = 1). A wide output (4 M <= N: a batch of samples against many neurons) is computed as
+// C^T = W A^T and transposed in cache-sized tiles: oneDNN's sgemm runs that orientation faster
+// (VGG-16's fc6 at batch 64: 151 -> 90 ms at two threads, the same at one).
+void sgemm_fc(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* W, float beta, float* C);
+
 }  // namespace hpcnn::ops::cpu

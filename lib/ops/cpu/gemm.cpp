@@ -28,7 +28,10 @@ Tensor gemm_forward(const Tensor& A, const Tensor& B, const Tensor& C, const Gem
   } else {
     Y = Tensor({M, N});
   }
-  cpu::sgemm(p.trans_a, p.trans_b, M, N, K, p.alpha, A.data(), A.dim(1), B.data(), B.dim(1), beta, Y.data(), N);
+  if (!p.trans_a && p.trans_b)  // the FC layer's case
+    cpu::sgemm_fc(M, N, K, p.alpha, A.data(), B.data(), beta, Y.data());
+  else
+    cpu::sgemm(p.trans_a, p.trans_b, M, N, K, p.alpha, A.data(), A.dim(1), B.data(), B.dim(1), beta, Y.data(), N);
   return Y;
 }
 
