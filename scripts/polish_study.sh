@@ -75,8 +75,7 @@ for m in "${models[@]}"; do
           --set "lr.base=$lr" --set "lr.base_batch=$global" --set lr.scaling=linear --set "lr.warmup_epochs=$warmup"
           --set lr.decay=cosine --set label_smoothing=0.1
           --set augmentation.crop_padding=0 --set "augmentation.resized_crop_scale=$scale"
-          --set augmentation.horizontal_flip=true --set "augmentation.erasing_probability=$erasing"
-          --set 'output=""' --set 'metrics=""' --set 'checkpoint.path=""')
+          --set augmentation.horizontal_flip=true --set "augmentation.erasing_probability=$erasing")
   $bin/dist-train/dist-train --config "$config" "${recipe[@]}" --set final_polish_epochs=0 --print-config > "$dir/recipe.json.tmp" \
     || { rm -f "$dir/recipe.json.tmp"; die "the recipe does not make a valid dist-train configuration (see above)"; }
   mv "$dir/recipe.json.tmp" "$dir/recipe.json"

@@ -150,6 +150,10 @@ def test_print_config_and_bad_configs(tmp_path):
     p = dist_train("--config", cfg, "--epochs", "7", "--set", "optimizer.type=lars", "--print-config")
     merged = json.loads(p.stdout)
     assert merged["epochs"] == 7 and merged["optimizer"]["type"] == "lars" and merged["lr"]["decay"] == "cosine"
+    # A named flag wins over a --set of its key, whatever their order.
+    p = dist_train("--config", cfg, "-o", "x.onnx", "--set", 'output="y.onnx"', "--set", "epochs=3", "--epochs", "5", "--print-config")
+    merged = json.loads(p.stdout)
+    assert merged["output"] == "x.onnx" and merged["epochs"] == 5
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model": "m.onnx", "optimiser": {}}))
     p = dist_train("--config", bad)

@@ -81,6 +81,12 @@ int main(int argc, char** argv) {
         hpcnn::retain_freed_memory();  // each step's buffers stay in the heap for the next (core/heap.h)
         std::vector<std::pair<std::string, std::string>> overrides;
         auto str = [](const std::string& s) { return nlohmann::json(s).dump(); };
+        // --set first: a named flag (-o, --model, --epochs, --lr, ...) wins over a --set of its key.
+        for (const auto& s : sets) {
+          const auto eq = s.find('=');
+          if (eq == std::string::npos || eq == 0) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--set '" + s + "': expected KEY=VALUE");
+          overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+        }
         if (!model.empty()) overrides.emplace_back("model", str(model));
         if (!output.empty()) overrides.emplace_back("output", str(output));
         if (!metrics.empty()) overrides.emplace_back("metrics", str(metrics));
@@ -89,11 +95,6 @@ int main(int argc, char** argv) {
         if (batch > 0) overrides.emplace_back("batch_size", std::to_string(batch));
         if (lr > 0) overrides.emplace_back("lr.base", nlohmann::json(lr).dump());
         if (threads >= 0) overrides.emplace_back("threads", std::to_string(threads));
-        for (const auto& s : sets) {
-          const auto eq = s.find('=');
-          if (eq == std::string::npos || eq == 0) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--set '" + s + "': expected KEY=VALUE");
-          overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
-        }
         if (split != "test" && evaluate.empty()) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--split goes with --evaluate MODEL");
         if (!evaluate.empty() && model.empty()) overrides.emplace_back("model", str(evaluate));
         if (fine_tune) {  // the preset goes before the flags, so that they override it
