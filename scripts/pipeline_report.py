@@ -209,9 +209,13 @@ def main():
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     ax.plot([s["parameters"] for s in steps], [100 * s["test_accuracy"] for s in steps], "-o")
-    for s in steps:
-        ax.annotate(s["step"], (s["parameters"], 100 * s["test_accuracy"]), textcoords="offset points", xytext=(5, 5),
-                    fontsize=8)
+    run_length = 0
+    for i, s in enumerate(steps):
+        # Steps at the same size (sparsify, fine-tuning, polishing) would print over each other:
+        # each further one at the same parameter count goes a line lower.
+        run_length = run_length + 1 if i > 0 and steps[i - 1]["parameters"] == s["parameters"] else 0
+        ax.annotate(f"{s['step']} {100 * s['test_accuracy']:.2f}%", (s["parameters"], 100 * s["test_accuracy"]),
+                    textcoords="offset points", xytext=(6, 5 - 11 * run_length), fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("parameters (log scale)")
     ax.set_ylabel("test accuracy (%)")
