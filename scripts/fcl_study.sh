@@ -11,6 +11,10 @@
 #   <init>.tuned.onnx     dist-train --fine-tune --epochs FCL_EPOCHS (default 3), 2 ranks
 #   *.eval.json           test accuracy and inference images/s (one process, 2 threads, best of 3)
 # Then out/fcl_study/table.md. Environment: FCL_OUT (out/fcl_study), FCL_EPOCHS (3), HPCNN_BIN (build/tools).
+# The README's 8-epoch rows reuse the dense model:
+#   mkdir -p out/fcl_study8 && cp out/fcl_study/dense.* out/fcl_study8/ && rm out/fcl_study8/dense.ckpt
+#   FCL_OUT=out/fcl_study8 FCL_EPOCHS=8 bash scripts/fcl_study.sh
+# An interrupted fine-tuning starts over (its checkpoint is overwritten, not resumed).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
