@@ -4,9 +4,9 @@
 # (headers into .deps/) and copy /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz into
 # .deps/data/; then run this there with .deps carried:
 #
-#   bash scripts/gpu-check.sh [codec] [fcl]        (default: both; each section at most 8 minutes)
+#   bash scripts/gpu-check.sh [codec] [fcl] [train]   (default: all; each section at most 8 minutes)
 #
-# Both build the codec-only configuration with CUDA (core, the huffgpu codec and the CUDA ops on
+# Every section builds the codec-only configuration with CUDA (core, the huffgpu codec and the CUDA ops on
 # device pointers, which need no Debian package).
 # codec: the GPU tests of the huffgpu CUDA codec (CUDA vs CPU bytes, cross decoding, corrupt
 #   streams), command-line checks (same bytes as the CPU, round trips, a memory cap, the pytest
@@ -15,6 +15,9 @@
 # fcl: the cuBLAS sparse FCL against its definition (gpu_tests "[ops]", forward and backward, and the GEMM wrapper)
 #   and bench/fcl_bench_gpu: VGG-16's fc6, dense vs sparse at C' = 24, batch 256 and 64, CUDA events
 #   over 200 iterations, beside the paper's 14.97x / 16.67x.
+# train: the CUDA twins of the element-wise training ops against their formulas (gpu_tests "[train]":
+#   gather / scatter / scale, SGD and LARS updates, softmax cross-entropy with label smoothing); the
+#   GPU training step and its benchmark (issue 19) are still to come.
 # Logs go to $OUT (or out/gpu-check).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,9 +35,9 @@ cmake --build "$build" -j"$(nproc)" > "$log/build.txt" 2>&1 || { tail -40 "$log/
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$log/summary.txt" || true
 
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(codec fcl)
+[ ${#sections[@]} -gt 0 ] || sections=(codec fcl train)
 for sec in "${sections[@]}"; do
-  case $sec in codec | fcl) ;; *) echo "gpu-check: unknown section '$sec' (codec, fcl)" >&2; exit 1 ;; esac
+  case $sec in codec | fcl | train) ;; *) echo "gpu-check: unknown section '$sec' (codec, fcl, train)" >&2; exit 1 ;; esac
 done
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 
@@ -43,6 +46,10 @@ if want fcl; then
   "$build/tests/gpu_tests" "[ops]" 2>&1 | tail -3 | tee -a "$log/summary.txt"
   step "fcl: benchmark, VGG-16 fc6, dense vs sparse (C' = 24), fp32, TF32 off"
   "$build/bench/fcl_bench_gpu" --batches 256,64 --iterations 200 2>&1 | tee "$log/fcl_bench.txt"
+fi
+if want train; then
+  step "train: the element-wise training ops against their formulas"
+  "$build/tests/gpu_tests" "[train]" 2>&1 | tail -3 | tee -a "$log/summary.txt"
 fi
 want codec || exit 0
 

@@ -14,48 +14,16 @@
 
 #include "core/cuda_check.h"
 #include "ops/cuda/sparse_fcl_cuda.h"
+#include "ops/cuda_test_util.h"
 
 using hpcnn::ops::cuda::SparseFclShape;
 
 namespace {
 
-std::vector<double> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<double> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-struct DeviceBuffer {
-  float* p = nullptr;
-  explicit DeviceBuffer(size_t n) { HPCNN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float))); }
-  DeviceBuffer(const std::vector<float>& host) : DeviceBuffer(host.size()) {
-    HPCNN_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  std::vector<float> host(size_t n) const {
-    std::vector<float> v(n);
-    HPCNN_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost));
-    return v;
-  }
-};
-
-std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
-
-void check_close(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  REQUIRE(got.size() == want.size());
-  double scale = 0;
-  for (double w : want) scale = std::max(scale, std::fabs(w));
-  size_t worst = 0;
-  double err = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    if (std::fabs(got[i] - want[i]) > err) err = std::fabs(got[i] - want[i]), worst = i;
-  INFO(what << ": largest error " << err << " at " << worst << " (got " << got[worst] << ", want " << want[worst] << "), scale " << scale);
-  CHECK(err <= 1e-4 * scale + 1e-6);
-}
+using hpcnn::test::check_close;
+using hpcnn::test::DeviceBuffer;
+using hpcnn::test::random_values;
+using hpcnn::test::to_float;
 
 void run_case(const SparseFclShape& s, bool biases) {
   const int64_t N = s.N, C = s.C, HW = s.HW, R = s.r, O = s.O, P = N * HW, F = R * HW;
