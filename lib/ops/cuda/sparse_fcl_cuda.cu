@@ -8,19 +8,16 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "ops/cuda/launch.h"
 
 namespace hpcnn::ops::cuda {
 namespace {
-
-constexpr int kThreads = 256;
 
 cudaStream_t stream_of(cublasHandle_t h) {
   cudaStream_t s = nullptr;
   HPCNN_CUBLAS_CHECK(cublasGetStream(h, &s));
   return s;
 }
-
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20)); }
 
 // to[n, k*HW + s] = from[(n*HW + s)*r + k] (to_channel_major: the reduction's output in the FC's
 // input order), or the inverse; N*HW*r values, small next to B.

@@ -9,16 +9,12 @@
 
 #include "core/cuda_check.h"
 #include "core/error.h"
+#include "ops/cuda/launch.h"
 
 namespace hpcnn::ops::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kNormBlocks = 256;  // == kThreads: the update kernel reduces the block sums with one thread each
-
-unsigned blocks_for(int64_t n) {
-  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, int64_t{1} << 20));
-}
+constexpr int kNormBlocks = kThreads;  // the update kernel reduces the block sums with one thread each
 
 __global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ pos, int64_t n, float* __restrict__ dst) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) dst[j] = src[pos[j]];
