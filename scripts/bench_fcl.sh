@@ -14,6 +14,9 @@ bench="$here/build/bench/fcl_bench"
 it=${BENCH_ITERATIONS:-10}
 batch=${BENCH_BATCH:-64}
 rounds=${BENCH_ROUNDS:-3}
+for v in it batch rounds; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench_fcl: BENCH_${v^^} must be a whole number >= 1, not '${!v}'" >&2; exit 1; }
+done
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for _ in $(seq "$rounds"); do for t in 1 2; do
