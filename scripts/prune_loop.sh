@@ -36,6 +36,12 @@
 #                          layer sparsify-fcl replaces next
 #   --seed S               seed of fine-tuning (default: the config's)
 #   -f                     reuse a non-empty --out
+#   --resume               continue an interrupted run in --out (implies -f): the iterations
+#                          already done are kept (DIR/state.sh, written at the start of every
+#                          iteration, holds the loop's state), the interrupted iteration reuses
+#                          its prune report and candidate, and its fine-tuning continues from
+#                          its checkpoint (DIR/it<i>/ckpt, written every epoch). Every other
+#                          option must be the one the run started with (DIR/options is checked).
 # Environment: HPCNN_BIN (folder with prune-rate/ and dist-train/, default build/tools), MPIRUN.
 #
 # Outputs in DIR: final.onnx (the last accepted model, or a copy of MODEL), log.json (one entry per
@@ -49,7 +55,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
 die() { echo "prune_loop: error: $*" >&2; exit 1; }
 
 model="" config="" out="" iterations=10 ranks=2 epochs=3 lr="" drop=0.1 validation=5000 margin=0.1 batches=100
-seed="" force=0 keep=() keep_list=""
+seed="" force=0 keep=() keep_list="" resume=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -66,6 +72,7 @@ while [ $# -gt 0 ]; do
             keep_list=${keep_list:+$keep_list,}$2; keep=(--keep "$keep_list"); shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     -f) force=1; shift ;;
+    --resume) resume=1 force=1; shift ;;
     -h|--help) usage ;;
     -*) die "unknown option $1 (--help lists them)" ;;
     *) [ -z "$model" ] || die "one MODEL only ('$model' and '$1')"; model=$1; shift ;;
@@ -84,6 +91,17 @@ if [ ${#keep[@]} -gt 0 ]; then
 fi
 mkdir -p "$out"
 py=python3
+# The options a run started with, to check a --resume against (the fine-tuning seed and bounds
+# decide every iteration's result).
+options="$model|$config|$iterations|$ranks|$epochs|$lr|$drop|$validation|$margin|$batches|$seed|$keep_list|${HPCNN_BIN:-}"
+if [ "$resume" = 1 ]; then
+  [ -f "$out/state.sh" ] || die "--resume: '$out' holds no interrupted run (no state.sh)"
+  [ "$(cat "$out/options" 2>/dev/null)" = "$options" ] || die "--resume: the options differ from those '$out' was started with ($(cat "$out/options" 2>/dev/null))"
+  [ ! -f "$out/summary.json" ] || die "--resume: the run in '$out' has finished (summary.json)"
+else
+  rm -f "$out/state.sh"
+  echo "$options" > "$out/options"
+fi
 json() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 launch=()
@@ -105,23 +123,51 @@ t0=$SECONDS
 if [ -z "$lr" ]; then
   lr=$("$bin/dist-train/dist-train" --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
 fi
-cp "$model" "$out/original.onnx"
-current="$out/original.onnx"
-acc_before=$(evaluate "$current" validation)
-goal=$($py -c "print(($acc_before - $drop) / 100)")
-early=$($py -c "g = $goal; print(g if 0 < g < 1 else 0)")  # dist-train's early stop takes a fraction in (0, 1)
-echo "prune_loop: original validation accuracy $acc_before%; a candidate is accepted above $($py -c "print($goal*100)")%" >&2
-loss_before="" bound="" log="$out/log.json" stop="iteration limit" repeats=0
-declare -A rejected=()  # kept channels of the rejected candidates of the current model -> iteration
-echo "[" > "$log.tmp"
-sep=""
-for ((i = 1; i <= iterations; i++)); do
+log="$out/log.json"
+resume_at=0  # the interrupted iteration, whose prune report, candidate and checkpoint are reused
+if [ "$resume" = 1 ]; then
+  # shellcheck disable=SC1091  # written by save_state below
+  . "$out/state.sh"
+  [ -f "$log.tmp" ] || die "--resume: '$out' has no log.json.tmp"
+  truncate -s "$log_bytes" "$log.tmp"  # drops an entry the interrupted iteration may have written
+  t0=$((SECONDS - elapsed))
+  resume_at=$i
+  echo "prune_loop: resuming $([ "$loop_done" = 1 ] && echo "after the last iteration" || echo "at iteration $i") (current model $current)" >&2
+else
+  cp "$model" "$out/original.onnx"
+  current="$out/original.onnx"
+  acc_before=$(evaluate "$current" validation)
+  goal=$($py -c "print(($acc_before - $drop) / 100)")
+  early=$($py -c "g = $goal; print(g if 0 < g < 1 else 0)")  # dist-train's early stop takes a fraction in (0, 1)
+  echo "prune_loop: original validation accuracy $acc_before%; a candidate is accepted above $($py -c "print($goal*100)")%" >&2
+  loss_before="" bound="" stop="iteration limit" repeats=0 loop_done=0
+  declare -A rejected=()  # kept channels of the rejected candidates of the current model -> iteration
+  echo "[" > "$log.tmp"
+  sep=""
+  i=1
+fi
+# The loop's state at the start of every iteration and after the last, written atomically
+# (what --resume reads back).
+save_state() {
+  log_bytes=$(stat -c %s "$log.tmp")
+  elapsed=$((SECONDS - t0))
+  declare -p i current loss_before bound stop repeats sep log_bytes elapsed acc_before goal early lr loop_done rejected \
+    > "$out/state.sh.tmp"
+  mv "$out/state.sh.tmp" "$out/state.sh"
+}
+for ((; loop_done == 0 && i <= iterations; i++)); do
+  save_state
   dir="$out/it$i"
   mkdir -p "$dir"
   args=()
   [ -z "$loss_before" ] || args+=(--loss-before "$loss_before")
   [ -z "$bound" ] || args+=(--upper-bound "$bound")
-  prune "$current" "${args[@]}" -o "$dir/candidate.onnx" -f --report "$dir/prune.json"
+  # An interrupted iteration keeps its prune report and candidate (both written atomically,
+  # the report last); a fresh one removes what an earlier run may have left there.
+  if [ "$i" != "$resume_at" ] || [ ! -f "$dir/prune.json" ] || [ ! -f "$dir/candidate.onnx" ]; then
+    rm -f "$dir/ckpt" "$dir/prune.json"
+    prune "$current" "${args[@]}" -o "$dir/candidate.onnx" -f --report "$dir/prune.json"
+  fi
   [ -n "$loss_before" ] || loss_before=$(json "$dir/prune.json" "repr(d['data_driven']['loss'])")
   if [ "$(json "$dir/prune.json" "d['data_driven']['pruned_any']")" != True ]; then
     stop="no layer changes"
@@ -141,7 +187,9 @@ for ((i = 1; i <= iterations; i++)); do
     if $py -c "import sys; sys.exit(0 if $bound < 0 else 1)"; then stop="upper bound below 0"; break; fi
     continue
   fi
-  dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" \
+  resume_args=()
+  [ ! -f "$dir/ckpt" ] || resume_args=(--resume "$dir/ckpt")
+  dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" "${resume_args[@]}" \
     --set lr.warmup_epochs=0 --set lr.decay=cosine --set final_polish_epochs=0 --set "stop_at_validation_accuracy=$early" \
     --set 'data.test_images=""' --set 'data.test_labels=""' \
     --metrics "$dir/metrics.jsonl" --checkpoint "$dir/ckpt" > "$dir/finetune.json"
@@ -176,8 +224,9 @@ EOF
   bound=$next
   if $py -c "import sys; sys.exit(0 if $bound < 0 else 1)"; then stop="upper bound below 0"; break; fi
 done
-echo "]" >> "$log.tmp"
-mv "$log.tmp" "$log"
+loop_done=1
+save_state
+cp "$log.tmp" "$log.tmp2" && echo "]" >> "$log.tmp2" && mv "$log.tmp2" "$log"
 cp "$current" "$out/final.onnx.tmp" && mv "$out/final.onnx.tmp" "$out/final.onnx"
 
 # The final table: test accuracy appears only here.
@@ -204,5 +253,5 @@ print(json.dumps({
     "seconds": int(sys.argv[3])}, indent=1))
 EOF
 mv "$out/summary.json.tmp" "$out/summary.json"
-rm -f "$out/.costs_before.json" "$out/.costs_after.json"
+rm -f "$out/.costs_before.json" "$out/.costs_after.json" "$out/state.sh" "$log.tmp"
 cat "$out/summary.json"

@@ -6,7 +6,9 @@
 #   bash scripts/prune_study.sh [MODEL...]        MODEL: cnn, resnet20 (default both)
 #
 # Steps per model, each skipped when its output exists (the study is rerunnable and resumes where
-# it stopped; delete out/study/<model>/... to redo a step):
+# it stopped, also inside a step: an interrupted training or fine-tuning continues from its
+# checkpoint of the last epoch, an interrupted loop from its last iteration (prune_loop.sh
+# --resume); delete out/study/<model>/... to redo a step):
 #   1. base.onnx: trained as the README documents (configs/fashion_mnist_*.json, 2 ranks), with the
 #      last 5,000 training images held out as the validation split (data.validation_samples).
 #   2. per seed s: loop-s<s>/: scripts/prune_loop.sh base.onnx (fine-tuning seed s), then
@@ -59,15 +61,19 @@ for m in "${models[@]}"; do
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
     t=$SECONDS
-    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 \
+    resume=()
+    [ ! -f "$dir/base.ckpt" ] || resume=(--resume "$dir/base.ckpt")  # an interrupted training
+    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 "${resume[@]}" \
       -o "$dir/base.onnx" -f --metrics "$dir/base.metrics.jsonl" --checkpoint "$dir/base.ckpt" > "$dir/base.summary.json"
-    echo "$((SECONDS - t))" > "$dir/base.seconds"
+    rm -f "$dir/base.ckpt"
+    echo "$((SECONDS - t))" > "$dir/base.seconds"  # of the last run only, when it was resumed
   fi
   lr=$($bin/dist-train/dist-train --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
   # The same final fine-tuning for both methods (a function: the same command for each).
   finetune() {  # MODEL OUT_DIR: OUT_DIR/final_tuned.onnx and its summary, test accuracy, seconds
-    local t=$SECONDS
-    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$1" -o "$2/final_tuned.onnx" -f \
+    local t=$SECONDS resume=()
+    [ ! -f "$2/ckpt" ] || resume=(--resume "$2/ckpt")  # an interrupted fine-tuning
+    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$1" -o "$2/final_tuned.onnx" -f "${resume[@]}" \
       --epochs "$final_epochs" --lr "$lr" --set lr.warmup_epochs=0 --set final_polish_epochs=0 --set "seed=$s" \
       --set data.validation_samples=5000 --set 'data.test_images=""' --set 'data.test_labels=""' \
       --metrics "$2/final_tuned.metrics.jsonl" --checkpoint "$2/ckpt" > "$2/final_tuned.json"
@@ -79,7 +85,9 @@ for m in "${models[@]}"; do
   for s in $seeds; do
     if [ ! -f "$dir/loop-s$s/summary.json" ]; then
       log "$m: pruning loop, seed $s"
-      bash scripts/prune_loop.sh "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f --seed "$s" \
+      resume=()
+      [ ! -f "$dir/loop-s$s/state.sh" ] || resume=(--resume)  # an interrupted loop
+      bash scripts/prune_loop.sh "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f "${resume[@]}" --seed "$s" \
         --iterations "$iterations" --finetune-epochs "$epochs" --finetune-lr "$lr" --accuracy-drop "$drop" --ranks "$ranks" > /dev/null
     fi
     if [ ! -f "$dir/loop-s$s/final_tuned.test.json" ]; then
