@@ -182,6 +182,15 @@ void decode_lanes(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
   else decode_lanes_3(t, be, lanes, n);
 }
 
+// dst[i] = the little-endian word at src + 4i, byte-swapped (vectorized: one pass at memory speed).
+HPCNN_VECTOR_TARGET void swap_words(const uint8_t* __restrict src, uint64_t n, uint32_t* __restrict dst) {
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t v;
+    std::memcpy(&v, src + 4 * i, 4);
+    dst[i] = __builtin_bswap32(v);
+  }
+}
+
 // Decodes a group of n consecutive lanes (one bit range of the stream): its words are first
 // byte-swapped into `buf` (a big-endian copy, zero-padded, so that any bit position is one
 // unaligned load away), then the lanes are decoded from it.
@@ -189,11 +198,7 @@ void decode_group(const DecodeTable& t, const uint8_t* src_words, uint64_t nword
   const uint64_t w0 = lanes[0].begin >> 5, w1 = std::min<uint64_t>(nwords, (lanes[n - 1].end + 31) >> 5);
   buf.resize(w1 - w0 + 4);
   uint32_t* b = buf.data();
-  for (uint64_t w = w0; w < w1; ++w) {
-    uint32_t v;
-    std::memcpy(&v, src_words + 4 * w, 4);
-    b[w - w0] = __builtin_bswap32(v);
-  }
+  swap_words(src_words + 4 * w0, w1 - w0, b);
   for (uint64_t w = w1 - w0; w < buf.size(); ++w) b[w] = 0;
   const uint64_t base = w0 << 5;
   for (int i = 0; i < n; ++i) {

@@ -8,8 +8,11 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define HPCNN_HOT_TARGET __attribute__((target_clones("default", "bmi2")))
+// Streaming loops that GCC vectorizes (byte swaps): a clone for AVX2 beside the baseline.
+#define HPCNN_VECTOR_TARGET __attribute__((target_clones("default", "avx2")))
 #else
 #define HPCNN_HOT_TARGET
+#define HPCNN_VECTOR_TARGET
 #endif
 
 // GCC's SLP vectorizer packs the four lanes' output pointers of the interleaved decoder into
