@@ -5,9 +5,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -61,6 +68,67 @@ size_t read_growing(int fd, std::vector<uint8_t>& buf, size_t at, size_t n) {
   return got;
 }
 
+// Runs tasks in the order given on a thread of its own (or at once, in the caller, when not
+// `threaded`): the streams read chunk i+1 and write chunk i-1 while chunk i is coded. The
+// destructor finishes what was submitted, so the buffers a task uses must outlive the worker.
+class SerialWorker {
+ public:
+  explicit SerialWorker(bool threaded) {
+    if (threaded) thread_ = std::thread([this] { loop(); });
+  }
+  ~SerialWorker() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  SerialWorker(const SerialWorker&) = delete;
+  SerialWorker& operator=(const SerialWorker&) = delete;
+
+  template <class F>
+  auto submit(F f) -> std::future<decltype(f())> {
+    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
+    auto fut = task->get_future();
+    if (!thread_.joinable()) {
+      (*task)();  // the exception, if any, is kept in the future
+      return fut;
+    }
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.emplace_back([task] { (*task)(); });
+    }
+    cv_.notify_one();
+    return fut;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] { return done_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Chunks of at least this size are read, coded and written in overlap (below it a thread
+// hand-off would cost more than it hides).
+constexpr size_t kOverlapMinChunk = 64 << 10;
+
 }  // namespace
 
 ChunkCodec cpu_codec(int threads) {
@@ -86,21 +154,30 @@ StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header,
   write_file_header(header, fh);
   sink(fh, sizeof fh);
   st.encoded_bytes += sizeof fh;
-  std::vector<uint8_t> in, out;
+  // Two input and two output buffers: chunk i is encoded from in[i % 2] into out[i % 2] while
+  // the reader fills in[(i + 1) % 2] and the writer hands out[(i - 1) % 2] to the sink.
+  std::vector<uint8_t> in[2], out[2];
   std::vector<uint8_t> table;
-  for (;;) {
-    const size_t n = read_growing(in_fd, in, 0, header.chunk_size);
-    if (n == 0) break;
-    codec.encode(in.data(), n, header, out);
-    TableEntry e{st.encoded_bytes, static_cast<uint32_t>(out.size()), static_cast<uint32_t>(n)};
+  const bool overlap = header.chunk_size >= kOverlapMinChunk;
+  SerialWorker reader(overlap), writer(overlap);
+  std::future<void> written;
+  size_t n = read_growing(in_fd, in[0], 0, header.chunk_size);
+  for (int cur = 0; n > 0; cur ^= 1) {
+    const bool last = n < header.chunk_size;
+    std::future<size_t> next;
+    if (!last) next = reader.submit([&, c = cur ^ 1] { return read_growing(in_fd, in[c], 0, header.chunk_size); });
+    codec.encode(in[cur].data(), n, header, out[cur]);
+    TableEntry e{st.encoded_bytes, static_cast<uint32_t>(out[cur].size()), static_cast<uint32_t>(n)};
     table.resize(table.size() + kTableEntrySize);
     write_table_entry(e, table.data() + table.size() - kTableEntrySize);
-    sink(out.data(), out.size());
-    st.encoded_bytes += out.size();
+    if (written.valid()) written.get();
+    written = writer.submit([&, c = cur] { sink(out[c].data(), out[c].size()); });
+    st.encoded_bytes += out[cur].size();
     st.original_bytes += n;
     ++st.chunks;
-    if (n < header.chunk_size) break;
+    n = last ? 0 : next.get();
   }
+  if (written.valid()) written.get();
   ChunkHeader end;
   end.mode = ChunkMode::end;
   end.bit_length = st.chunks;
@@ -123,34 +200,53 @@ StreamStats decode_stream(int in_fd, const Sink& sink, const ChunkCodec& codec) 
   uint8_t fhb[kFileHeaderSize];
   const FileHeader fh = read_file_header(fhb, read_full(in_fd, fhb, sizeof fhb));
   uint64_t offset = kFileHeaderSize;
-  std::vector<uint8_t> chunk(kChunkHeaderSize), out;
+  // Chunk i is decoded from chunk[i % 2] into out[i % 2] while the reader reads chunk i + 1 into
+  // the other buffer and the writer hands out[(i - 1) % 2] to the sink. Errors keep the order of
+  // a sequential reader: chunk i's are reported before anything found in chunk i + 1.
+  std::vector<uint8_t> chunk[2] = {std::vector<uint8_t>(kChunkHeaderSize), std::vector<uint8_t>(kChunkHeaderSize)};
+  std::vector<uint8_t> out[2];
   std::vector<TableEntry> seen;
-  for (uint64_t index = 0;; ++index) {
-    const size_t got = read_full(in_fd, chunk.data(), kChunkHeaderSize);
+  // Reads the header (and, but for the end marker, the payload) of chunk `index` at `at` into
+  // buf; nullopt for the end marker.
+  auto read_chunk = [&](std::vector<uint8_t>& buf, uint64_t index, uint64_t at) -> std::optional<ChunkHeader> {
+    const size_t got = read_full(in_fd, buf.data(), kChunkHeaderSize);
     if (got < kChunkHeaderSize)
       throw_error(ErrorKind::bad_input, "truncated stream: " + std::string(got ? "partial chunk header" : "no end marker") + " " +
-                                            chunk_where(index, offset));
-    const ChunkHeader h = read_chunk_header(chunk.data(), fh, index, offset);
+                                            chunk_where(index, at));
+    const ChunkHeader h = read_chunk_header(buf.data(), fh, index, at);
     if (h.mode == ChunkMode::end) {
       if (h.bit_length != index)
         throw_error(ErrorKind::bad_input, "end marker counts " + std::to_string(h.bit_length) + " chunks, the stream holds " +
-                                              std::to_string(index) + " " + chunk_where(index, offset));
-      offset += kChunkHeaderSize;
-      break;
+                                              std::to_string(index) + " " + chunk_where(index, at));
+      return std::nullopt;
     }
-    if (read_growing(in_fd, chunk, kChunkHeaderSize, h.payload_length) < h.payload_length)
-      throw_error(ErrorKind::bad_input, "truncated stream: chunk payload cut short " + chunk_where(index, offset));
+    if (read_growing(in_fd, buf, kChunkHeaderSize, h.payload_length) < h.payload_length)
+      throw_error(ErrorKind::bad_input, "truncated stream: chunk payload cut short " + chunk_where(index, at));
+    return h;
+  };
+  const bool overlap = fh.chunk_size >= kOverlapMinChunk;
+  SerialWorker reader(overlap), writer(overlap);
+  std::future<void> written;
+  std::optional<ChunkHeader> h = read_chunk(chunk[0], 0, offset);
+  for (uint64_t index = 0; h; ++index) {
+    const int cur = static_cast<int>(index & 1);
+    const uint32_t stored = static_cast<uint32_t>(kChunkHeaderSize + h->payload_length);
+    std::future<std::optional<ChunkHeader>> next =
+        reader.submit([&, c = cur ^ 1, i = index + 1, at = offset + stored] { return read_chunk(chunk[c], i, at); });
     // The output buffer after the payload was read: original_length <= fh.chunk_size, and at most
     // 8x the payload of a Huffman chunk (read_chunk_header), so memory follows the data here too.
-    if (out.size() < h.original_length) out.resize(h.original_length);
-    codec.decode(h, chunk.data(), fh, out.data(), index, offset);
-    sink(out.data(), h.original_length);
-    const uint32_t stored = static_cast<uint32_t>(kChunkHeaderSize + h.payload_length);
-    seen.push_back({offset, stored, h.original_length});
+    if (out[cur].size() < h->original_length) out[cur].resize(h->original_length);
+    codec.decode(*h, chunk[cur].data(), fh, out[cur].data(), index, offset);
+    if (written.valid()) written.get();
+    written = writer.submit([&, c = cur, n = h->original_length] { sink(out[c].data(), n); });
+    seen.push_back({offset, stored, h->original_length});
     offset += stored;
-    st.original_bytes += h.original_length;
+    st.original_bytes += h->original_length;
     ++st.chunks;
+    h = next.get();
   }
+  if (written.valid()) written.get();
+  offset += kChunkHeaderSize;  // the end marker
   // Chunk table and trailer must agree with the chunks read.
   const uint64_t table_offset = offset;
   std::vector<uint8_t> table(seen.size() * kTableEntrySize);

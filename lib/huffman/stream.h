@@ -6,7 +6,10 @@
 // when decoding, with each chunk's validated lengths), so a 3 KB input with a 1 GiB chunk size
 // costs kilobytes, not a gigabyte. decode_stream() reads chunks in order, decodes each (in
 // parallel over its segments), checks every chunk's checksum, and at the end checks the chunk
-// table and trailer against what it read. Errors: ErrorKind::bad_input naming the chunk and
+// table and trailer against what it read. With chunks of 64 KiB or more both overlap reading, coding and
+// writing (the next chunk is read and the previous one handed to `sink` on two threads of their
+// own while one is coded): `sink` is then called from another thread than the caller's, one call
+// at a time, in stream order. Errors: ErrorKind::bad_input naming the chunk and
 // byte offset (truncated stream, corrupt header or tables, checksum mismatch), ErrorKind::io for
 // read errors.
 #pragma once

@@ -152,12 +152,16 @@ TEST_CASE("a corrupted chunk of a stream fails naming that chunk, through decode
   // under the metadata XXH32; the bitstream by the lane ends, the symbol count, the zero padding
   // bits and the chunk's XXH3-64. So no flip may decode (not even to the original bytes), and each
   // must end in ErrorKind::bad_input naming chunk 3 and a byte offset inside it (the header's, the
-  // payload's or a code table's); chunks 0-2 are decoded first.
-  const auto in = text_like(110000, 7);
-  const FileHeader fh = header(20000);
+  // payload's or a code table's); chunks 0-2 are decoded first. Chunks of 20,000 bytes are read,
+  // decoded and written one after another; chunks of 64 KiB in overlap (the next read while one
+  // is decoded, the previous written), which must not change what is reported or written.
+  const uint32_t chunk = GENERATE(20000u, 65536u);
+  INFO("chunk size " << chunk);
+  const auto in = text_like(5 * chunk + chunk / 2, 7);
+  const FileHeader fh = header(chunk);
   const auto stream = testing::encode_to_memory(in, fh, 2);
   const TableEntry c3 = testing::chunk_entry(stream, 3);
-  REQUIRE(testing::chunk_entry(stream, 5).original_length == 10000);
+  REQUIRE(testing::chunk_entry(stream, 5).original_length == chunk / 2);
   REQUIRE(read_chunk_header(stream.data() + c3.offset, fh, 3, c3.offset).mode == ChunkMode::huffman);
   std::vector<uint8_t> back;
   auto sink = [&](const uint8_t* p, size_t n) { back.insert(back.end(), p, p + n); };
@@ -184,7 +188,26 @@ TEST_CASE("a corrupted chunk of a stream fails naming that chunk, through decode
     const uint64_t named = std::stoull(msg.substr(msg.find(at) + at.size()));
     CHECK(named >= c3.offset);
     CHECK(named < c3.offset + c3.stored_length);
-    CHECK(back.size() == 3 * 20000u);  // the chunks before, nothing of chunk 3
+    CHECK(back.size() == 3 * chunk);  // the chunks before, nothing of chunk 3
+  }
+}
+
+TEST_CASE("a sink that fails stops encode_stream and decode_stream with its error, reading and writing in overlap", "[huffman]") {
+  // 64 KiB chunks: the writer thread calls the sink while the next chunk is coded. The sink's
+  // exception (a write error) reaches the caller; no later chunk is handed to the sink.
+  const auto in = text_like(6 * 65536, 3);
+  const FileHeader fh = header(65536);
+  const auto stream = testing::encode_to_memory(in, fh, 1);
+  for (const bool encode : {true, false}) {
+    INFO((encode ? "encode_stream" : "decode_stream"));
+    int calls = 0;
+    auto sink = [&](const uint8_t*, size_t) {
+      if (++calls == 3) hpcnn::throw_error(ErrorKind::io, "write error: test sink");
+    };
+    testing::MemoryFd fd(encode ? in : stream);
+    check_error([&] { encode ? (void)encode_stream(fd.get(), sink, fh, 1) : (void)decode_stream(fd.get(), sink, 1); }, ErrorKind::io,
+                "test sink");
+    CHECK(calls == 3);
   }
 }
 
