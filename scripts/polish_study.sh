@@ -11,7 +11,8 @@
 #
 #   bash scripts/polish_study.sh [MODEL...]        MODEL: cnn, resnet20 (default both)
 #
-# Each step is skipped when its output exists (rerunnable; delete a file to redo its step). Then
+# Each step is skipped when its output exists (rerunnable; delete a file to redo its step; an
+# interrupted training continues from the checkpoint of its last epoch). Then
 # scripts/polish_study_report.py writes out/polish_study/table.md.
 # Environment: HPCNN_BIN (build/tools), POLISH_OUT (out/polish_study), SEEDS ("1 2 3"), RANKS (2),
 # BATCH (256 per rank), ACCUMULATION (4), EPOCHS_cnn (20), EPOCHS_resnet20 (12), FINAL_POLISH (2),
@@ -91,8 +92,10 @@ for m in "${models[@]}"; do
       if [ ! -f "$run/$arm.onnx" ]; then
         log "$m seed $s: training arm ($arm), final_polish_epochs $polish"
         t=$SECONDS
+        resume=()
+        [ ! -f "$run/$arm.ckpt" ] || resume=(--resume "$run/$arm.ckpt")  # an interrupted training goes on from its last epoch
         "${launch[@]}" $bin/dist-train/dist-train --config "$config" "${recipe[@]}" --set "final_polish_epochs=$polish" \
-          --set "seed=$s" --model "$init" -o "$run/$arm.onnx" -f --metrics "$run/$arm.metrics.jsonl" --checkpoint "$run/$arm.ckpt" \
+          --set "seed=$s" --model "$init" -o "$run/$arm.onnx" -f "${resume[@]}" --metrics "$run/$arm.metrics.jsonl" --checkpoint "$run/$arm.ckpt" \
           > "$run/$arm.summary.json"
         rm -f "$run/$arm.ckpt"
         echo $((SECONDS - t)) > "$run/$arm.seconds"
