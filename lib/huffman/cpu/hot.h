@@ -3,10 +3,11 @@
 // Variable shifts dominate Huffman packing and unpacking; x86-64's BMI2 (shlx/shrx, Haswell and
 // newer) frees them from the CL register. HPCNN_HOT_TARGET compiles a function for the baseline
 // and for BMI2 and picks one at load time (GCC function multiversioning), so the build stays
-// portable.
+// portable. ThreadSanitizer builds go without (the clones' resolvers run before its runtime is up
+// and crash the program at load).
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__SANITIZE_THREAD__)
 #define HPCNN_HOT_TARGET __attribute__((target_clones("default", "bmi2")))
 // Streaming loops that GCC vectorizes (byte swaps): a clone for AVX2 beside the baseline.
 #define HPCNN_VECTOR_TARGET __attribute__((target_clones("default", "avx2")))
