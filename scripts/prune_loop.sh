@@ -40,8 +40,10 @@
 #                          already done are kept (DIR/state.sh, written at the start of every
 #                          iteration, holds the loop's state), the interrupted iteration reuses
 #                          its prune report and candidate, and its fine-tuning continues from
-#                          its checkpoint (DIR/it<i>/ckpt, written every epoch). Every other
-#                          option must be the one the run started with (DIR/options is checked).
+#                          its checkpoint (DIR/it<i>/ckpt, written every epoch). A finished run
+#                          that stopped at its iteration limit goes on with a larger
+#                          --iterations K. Every option but --iterations must be the one the run
+#                          started with (DIR/options is checked).
 # Environment: HPCNN_BIN (folder with prune-rate/ and dist-train/, default build/tools), MPIRUN.
 #
 # Outputs in DIR: final.onnx (the last accepted model, or a copy of MODEL), log.json (one entry per
@@ -93,13 +95,12 @@ mkdir -p "$out"
 py=python3
 # The options a run started with, to check a --resume against (the fine-tuning seed and bounds
 # decide every iteration's result).
-options="$model|$config|$iterations|$ranks|$epochs|$lr|$drop|$validation|$margin|$batches|$seed|$keep_list|${HPCNN_BIN:-}"
+options="$model|$config|$ranks|$epochs|$lr|$drop|$validation|$margin|$batches|$seed|$keep_list|${HPCNN_BIN:-}"
 if [ "$resume" = 1 ]; then
   [ -f "$out/state.sh" ] || die "--resume: '$out' holds no interrupted run (no state.sh)"
   [ "$(cat "$out/options" 2>/dev/null)" = "$options" ] || die "--resume: the options differ from those '$out' was started with ($(cat "$out/options" 2>/dev/null))"
-  [ ! -f "$out/summary.json" ] || die "--resume: the run in '$out' has finished (summary.json)"
 else
-  rm -f "$out/state.sh"
+  rm -f "$out/state.sh" "$out/summary.json"
   echo "$options" > "$out/options"
 fi
 json() { $py -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
@@ -132,6 +133,12 @@ if [ "$resume" = 1 ]; then
   truncate -s "$log_bytes" "$log.tmp"  # drops an entry the interrupted iteration may have written
   t0=$((SECONDS - elapsed))
   resume_at=$i
+  if [ -f "$out/summary.json" ]; then  # a finished run: only one stopped by its iteration limit goes on
+    [ "$stop" = "iteration limit" ] && [ "$iterations" -ge "$i" ] ||
+      die "--resume: the run in '$out' has finished (stopped by: $stop, after $((i - 1)) iterations); only a run stopped by its iteration limit goes on, with a larger --iterations"
+    loop_done=0
+    rm -f "$out/summary.json"
+  fi
   echo "prune_loop: resuming $([ "$loop_done" = 1 ] && echo "after the last iteration" || echo "at iteration $i") (current model $current)" >&2
 else
   cp "$model" "$out/original.onnx"
@@ -253,5 +260,5 @@ print(json.dumps({
     "seconds": int(sys.argv[3])}, indent=1))
 EOF
 mv "$out/summary.json.tmp" "$out/summary.json"
-rm -f "$out/.costs_before.json" "$out/.costs_after.json" "$out/state.sh" "$log.tmp"
+rm -f "$out/.costs_before.json" "$out/.costs_after.json"  # state.sh and log.json.tmp stay: --resume --iterations K goes on
 cat "$out/summary.json"

@@ -83,7 +83,16 @@ for m in "${models[@]}"; do
       --evaluate "$2/final_tuned.onnx" --split test > "$2/final_tuned.test.json"
   }
   for s in $seeds; do
-    if [ ! -f "$dir/loop-s$s/summary.json" ]; then
+    # A loop that finished at a smaller iteration limit goes on to the new one (prune_loop.sh
+    # --resume --iterations): its final fine-tuning and its uniform baseline are redone.
+    extend=0
+    if [ -f "$dir/loop-s$s/summary.json" ] && [ -f "$dir/loop-s$s/state.sh" ] &&
+      $py -c "import json,sys; d=json.load(open('$dir/loop-s$s/summary.json')); sys.exit(0 if d['stopped_by'] == 'iteration limit' and d['iterations'] < $iterations else 1)"; then
+      log "$m: seed $s: the loop goes on to $iterations iterations"
+      extend=1
+      rm -f "$dir/loop-s$s"/final_tuned.* "$dir/loop-s$s/ckpt" "$dir/uniform-s$s/summary.json" "$dir/uniform-s$s/ckpt"
+    fi
+    if [ ! -f "$dir/loop-s$s/summary.json" ] || [ "$extend" = 1 ]; then
       log "$m: pruning loop, seed $s"
       resume=()
       [ ! -f "$dir/loop-s$s/state.sh" ] || resume=(--resume)  # an interrupted loop

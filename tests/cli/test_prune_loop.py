@@ -106,21 +106,23 @@ def test_keep(tmp_path):
 
 def test_resume_after_a_kill(tmp_path):
     """--resume: a run killed during its second iteration continues there and ends as the same
-    loop run without interruption ends (iterations, decisions, bounds, final weights); a fresh run
-    into a folder with state refuses --resume with other options; a finished run refuses it."""
+    loop run without interruption ends (iterations, decisions, bounds, final weights); a resume
+    with other options is refused; a finished run goes on only with a larger --iterations, and then
+    ends as a run started with that many iterations does."""
     import signal
     import time
 
     (tmp_path / "ref").mkdir()
-    ref_log, ref_summary, _, ref_out = loop(tmp_path / "ref", "--accuracy-drop", 100, iterations=2)
-    assert len(ref_log) == 2 and all(e["accepted"] for e in ref_log)  # two fine-tunings, the second interrupted below
+    ref_log, ref_summary, _, ref_out = loop(tmp_path / "ref", "--accuracy-drop", 100, iterations=3)
+    assert len(ref_log) == 3 and all(e["accepted"] for e in ref_log)  # three fine-tunings, the second interrupted below
     run = tmp_path / "run"
     run.mkdir()
     cfg = config(run, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
-    argv = ["bash", LOOP, run / "tiny.onnx", "--config", cfg, "--out", run / "loop", "--ranks", "1", "--iterations", "2",
+    argv = ["bash", LOOP, run / "tiny.onnx", "--config", cfg, "--out", run / "loop", "--ranks", "1",
             "--finetune-epochs", "1", "--batches", "2", "--validation", "500", "--accuracy-drop", "100"]
     env = dict(os.environ, HPCNN_BIN=H.BIN_DIR, OMP_NUM_THREADS="1")
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    p = subprocess.Popen([*argv, "--iterations", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
     deadline = time.time() + 300
     while not (run / "loop" / "it2").exists() and p.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -128,21 +130,25 @@ def test_resume_after_a_kill(tmp_path):
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     assert not (run / "loop" / "summary.json").exists()
-    other = subprocess.run([*argv[:-1], "50", "--resume"], env=env, capture_output=True, text=True, timeout=60)
+    other = subprocess.run([*argv[:-1], "50", "--iterations", "2", "--resume"], env=env, capture_output=True, text=True, timeout=60)
     assert other.returncode == 1 and "options differ" in other.stderr
-    r = subprocess.run([*argv, "--resume"], env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([*argv, "--iterations", "2", "--resume"], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "resuming at iteration 2" in r.stderr
-    log, summary = json.load(open(run / "loop" / "log.json")), json.load(open(run / "loop" / "summary.json"))
     drop = ("finetune_seconds", "current_model")
-    assert [{k: v for k, v in e.items() if k not in drop} for e in log] == \
-        [{k: v for k, v in e.items() if k not in drop} for e in ref_log]
+    strip = lambda log: [{k: v for k, v in e.items() if k not in drop} for e in log]  # noqa: E731
+    log = json.load(open(run / "loop" / "log.json"))
+    assert strip(log) == strip(ref_log[:2])
+    done = subprocess.run([*argv, "--iterations", "2", "--resume"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "has finished" in done.stderr
+    more = subprocess.run([*argv, "--iterations", "3", "--resume"], env=env, capture_output=True, text=True, timeout=600)
+    assert more.returncode == 0, more.stderr
+    assert "resuming at iteration 3" in more.stderr
+    log, summary = json.load(open(run / "loop" / "log.json")), json.load(open(run / "loop" / "summary.json"))
+    assert strip(log) == strip(ref_log)
     for k in ("params_after", "macs_after", "iterations", "accepted", "stopped_by", "validation_accuracy_after"):
         assert summary[k] == ref_summary[k], k
     final, ref_final = params(run / "loop" / "final.onnx"), params(ref_out / "final.onnx")
     assert final.keys() == ref_final.keys()
     for k in final:
         np.testing.assert_array_equal(final[k], ref_final[k])
-    assert not (run / "loop" / "state.sh").exists()
-    done = subprocess.run([*argv, "--resume"], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "no interrupted run" in done.stderr
