@@ -164,18 +164,22 @@ StreamStats encode_stream(int in_fd, const Sink& sink, const FileHeader& header,
   size_t n = read_growing(in_fd, in[0], 0, header.chunk_size);
   for (int cur = 0; n > 0; cur ^= 1) {
     const bool last = n < header.chunk_size;
+    // Without overlap the next chunk is read after this one is written (a live pipe then gets
+    // each chunk's output without waiting for the next chunk's input).
+    auto read_next = [&, c = cur ^ 1] { return read_growing(in_fd, in[c], 0, header.chunk_size); };
     std::future<size_t> next;
-    if (!last) next = reader.submit([&, c = cur ^ 1] { return read_growing(in_fd, in[c], 0, header.chunk_size); });
+    if (!last && overlap) next = reader.submit(read_next);
     codec.encode(in[cur].data(), n, header, out[cur]);
     TableEntry e{st.encoded_bytes, static_cast<uint32_t>(out[cur].size()), static_cast<uint32_t>(n)};
     table.resize(table.size() + kTableEntrySize);
     write_table_entry(e, table.data() + table.size() - kTableEntrySize);
     if (written.valid()) written.get();
     written = writer.submit([&, c = cur] { sink(out[c].data(), out[c].size()); });
+    if (!overlap) written.get();  // a write error at once, as a sequential writer reports it
     st.encoded_bytes += out[cur].size();
     st.original_bytes += n;
     ++st.chunks;
-    n = last ? 0 : next.get();
+    n = last ? 0 : overlap ? next.get() : read_next();
   }
   if (written.valid()) written.get();
   ChunkHeader end;
@@ -231,19 +235,21 @@ StreamStats decode_stream(int in_fd, const Sink& sink, const ChunkCodec& codec) 
   for (uint64_t index = 0; h; ++index) {
     const int cur = static_cast<int>(index & 1);
     const uint32_t stored = static_cast<uint32_t>(kChunkHeaderSize + h->payload_length);
-    std::future<std::optional<ChunkHeader>> next =
-        reader.submit([&, c = cur ^ 1, i = index + 1, at = offset + stored] { return read_chunk(chunk[c], i, at); });
+    auto read_next = [&, c = cur ^ 1, i = index + 1, at = offset + stored] { return read_chunk(chunk[c], i, at); };
+    std::future<std::optional<ChunkHeader>> next;
+    if (overlap) next = reader.submit(read_next);
     // The output buffer after the payload was read: original_length <= fh.chunk_size, and at most
     // 8x the payload of a Huffman chunk (read_chunk_header), so memory follows the data here too.
     if (out[cur].size() < h->original_length) out[cur].resize(h->original_length);
     codec.decode(*h, chunk[cur].data(), fh, out[cur].data(), index, offset);
     if (written.valid()) written.get();
     written = writer.submit([&, c = cur, n = h->original_length] { sink(out[c].data(), n); });
+    if (!overlap) written.get();
     seen.push_back({offset, stored, h->original_length});
     offset += stored;
     st.original_bytes += h->original_length;
     ++st.chunks;
-    h = next.get();
+    h = overlap ? next.get() : read_next();
   }
   if (written.valid()) written.get();
   offset += kChunkHeaderSize;  // the end marker
