@@ -128,8 +128,11 @@ log="$out/log.json"
 resume_at=0  # the interrupted iteration, whose prune report, candidate and checkpoint are reused
 if [ "$resume" = 1 ]; then
   # shellcheck disable=SC1091  # written by save_state below
-  . "$out/state.sh"
-  [ -f "$log.tmp" ] || die "--resume: '$out' has no log.json.tmp"
+  . "$out/state.sh" 2>/dev/null && [[ ${i:-} =~ ^[0-9]+$ ]] && [[ ${log_bytes:-} =~ ^[0-9]+$ ]] &&
+    [[ ${elapsed:-} =~ ^[0-9]+$ ]] && [[ ${loop_done:-} =~ ^[01]$ ]] && [ -n "${goal:-}" ] && [ -f "${current:-}" ] ||
+    die "--resume: '$out/state.sh' is not a loop state this script wrote, or its current model is gone"
+  [ -f "$log.tmp" ] && [ "$(stat -c %s "$log.tmp")" -ge "$log_bytes" ] ||
+    die "--resume: '$log.tmp' is missing or shorter than state.sh says ($log_bytes bytes)"
   truncate -s "$log_bytes" "$log.tmp"  # drops an entry the interrupted iteration may have written
   t0=$((SECONDS - elapsed))
   resume_at=$i
