@@ -16,7 +16,7 @@
 #define HPCNN_VECTOR_TARGET
 #endif
 
-// GCC's SLP vectorizer packs the four lanes' output pointers of the interleaved decoder into
+// GCC's SLP vectorizer packs the lanes' output pointers of the interleaved decoder into
 // SSE registers, which costs more than it saves there; the decoder's lane loops opt out.
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define HPCNN_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
