@@ -92,10 +92,9 @@ for m in "${models[@]}"; do
       if [ ! -f "$run/$arm.onnx" ]; then
         log "$m seed $s: training arm ($arm), final_polish_epochs $polish"
         t=$SECONDS
-        resume=()
-        [ ! -f "$run/$arm.ckpt" ] || resume=(--resume "$run/$arm.ckpt")  # an interrupted training goes on from its last epoch
+        # --resume auto: an interrupted training goes on from its last epoch's checkpoint
         "${launch[@]}" $bin/dist-train/dist-train --config "$config" "${recipe[@]}" --set "final_polish_epochs=$polish" \
-          --set "seed=$s" --model "$init" -o "$run/$arm.onnx" -f "${resume[@]}" --metrics "$run/$arm.metrics.jsonl" --checkpoint "$run/$arm.ckpt" \
+          --set "seed=$s" --model "$init" -o "$run/$arm.onnx" -f --resume auto --metrics "$run/$arm.metrics.jsonl" --checkpoint "$run/$arm.ckpt" \
           > "$run/$arm.summary.json"
         rm -f "$run/$arm.ckpt"
         echo $((SECONDS - t)) > "$run/$arm.seconds"

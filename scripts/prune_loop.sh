@@ -197,9 +197,8 @@ for ((; loop_done == 0 && i <= iterations; i++)); do
     if $py -c "import sys; sys.exit(0 if $bound < 0 else 1)"; then stop="upper bound below 0"; break; fi
     continue
   fi
-  resume_args=()
-  [ ! -f "$dir/ckpt" ] || resume_args=(--resume "$dir/ckpt")
-  dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" "${resume_args[@]}" \
+  # --resume auto: the fine-tuning of an interrupted iteration goes on from its checkpoint
+  dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" --resume auto \
     --set lr.warmup_epochs=0 --set lr.decay=cosine --set final_polish_epochs=0 --set "stop_at_validation_accuracy=$early" \
     --set 'data.test_images=""' --set 'data.test_labels=""' \
     --metrics "$dir/metrics.jsonl" --checkpoint "$dir/ckpt" > "$dir/finetune.json"

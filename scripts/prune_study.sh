@@ -61,9 +61,8 @@ for m in "${models[@]}"; do
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
     t=$SECONDS
-    resume=()
-    [ ! -f "$dir/base.ckpt" ] || resume=(--resume "$dir/base.ckpt")  # an interrupted training
-    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 "${resume[@]}" \
+    # --resume auto: an interrupted training goes on from its checkpoint
+    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 --resume auto \
       -o "$dir/base.onnx" -f --metrics "$dir/base.metrics.jsonl" --checkpoint "$dir/base.ckpt" > "$dir/base.summary.json"
     rm -f "$dir/base.ckpt"
     echo "$((SECONDS - t))" > "$dir/base.seconds"  # of the last run only, when it was resumed
@@ -71,9 +70,8 @@ for m in "${models[@]}"; do
   lr=$($bin/dist-train/dist-train --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
   # The same final fine-tuning for both methods (a function: the same command for each).
   finetune() {  # MODEL OUT_DIR: OUT_DIR/final_tuned.onnx and its summary, test accuracy, seconds
-    local t=$SECONDS resume=()
-    [ ! -f "$2/ckpt" ] || resume=(--resume "$2/ckpt")  # an interrupted fine-tuning
-    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$1" -o "$2/final_tuned.onnx" -f "${resume[@]}" \
+    local t=$SECONDS  # --resume auto: an interrupted fine-tuning goes on from its checkpoint
+    "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$1" -o "$2/final_tuned.onnx" -f --resume auto \
       --epochs "$final_epochs" --lr "$lr" --set lr.warmup_epochs=0 --set final_polish_epochs=0 --set "seed=$s" \
       --set data.validation_samples=5000 --set 'data.test_images=""' --set 'data.test_labels=""' \
       --metrics "$2/final_tuned.metrics.jsonl" --checkpoint "$2/ckpt" > "$2/final_tuned.json"

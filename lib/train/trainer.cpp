@@ -539,4 +539,20 @@ json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOpt
   return Trainer(cfg, comm, run).run();
 }
 
+std::string checkpoint_to_resume(const TrainConfig& cfg, dist::Communicator& comm) {
+  if (cfg.checkpoint.empty())
+    throw_error(ErrorKind::usage, "--resume auto needs a checkpoint path (--checkpoint or checkpoint.path in the configuration)");
+  int32_t found = 0;
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    found = std::filesystem::exists(cfg.checkpoint, ec) ? 1 : 0;
+  }
+  comm.broadcast(&found, sizeof found, 0);
+  if (comm.rank() == 0) {
+    if (found) spdlog::info("--resume auto: continuing from the checkpoint {}", cfg.checkpoint);
+    else spdlog::info("--resume auto: no checkpoint at {} yet, starting fresh", cfg.checkpoint);
+  }
+  return found ? cfg.checkpoint : std::string();
+}
+
 }  // namespace hpcnn::train

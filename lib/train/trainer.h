@@ -29,6 +29,12 @@ struct RunOptions {
 };
 
 nlohmann::json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& options);
+// The checkpoint `dist-train --resume auto` continues: cfg.checkpoint when rank 0 finds a file
+// there, else "" (a fresh start), the same answer on every rank (rank 0 looks, then broadcasts;
+// a rank that cannot read the file then fails in run_training, naming it). For jobs that are
+// requeued or rerun after a kill: one command line starts and continues them. Throws
+// ErrorKind::usage when the configuration names no checkpoint.
+std::string checkpoint_to_resume(const TrainConfig& cfg, dist::Communicator& comm);
 // Accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_* (split "test") or
 // on the validation split held out of the training data (split "validation": the last
 // data.validation_samples samples). Keys: "<split>_accuracy", "<split>_top5", "<split>_loss",

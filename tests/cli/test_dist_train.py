@@ -217,6 +217,32 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     s = ok(dist_train("--config", cb, "--resume", b / "ckpt", "--epochs", "3", "--set", "final_polish_epochs=0", "-f"))
     assert s["world_size"] == 1 and s["steps"] == 16 + 8  # epoch 3 alone: 8 more steps
 
+def test_resume_auto_starts_fresh_then_continues(tmp_path):
+    """--resume auto: the same command line starts a run (no checkpoint yet) and, after a kill,
+    continues it from checkpoint.path; the result equals an uninterrupted run's."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    tiny_cnn(str(a / "tiny.onnx"), dropout=True)
+    tiny_cnn(str(b / "tiny.onnx"), dropout=True)
+    ca = config(a, deterministic=True)
+    cb = config(b, deterministic=True)
+    ok(dist_train("--config", ca, ranks=2))
+    p = dist_train("--config", cb, "--resume", "auto", ranks=2, env={"HPCNN_TEST_FAULT": "1:throw:8"})
+    assert p.returncode != 0 and "starting fresh" in p.stderr, p.stderr
+    assert (b / "ckpt").exists() and not (b / "trained.onnx").exists()
+    p = dist_train("--config", cb, "--resume", "auto", ranks=2)
+    assert p.returncode == 0, p.stderr
+    assert "continuing from the checkpoint" in p.stderr and "resuming from" in p.stderr and "at epoch 2" in p.stderr
+    wa, wb = weights(a / "trained.onnx"), weights(b / "trained.onnx")
+    for k in wa:
+        np.testing.assert_array_equal(wa[k], wb[k], err_msg=k)
+    # Without a checkpoint path there is nothing to look for: a usage error, nothing written.
+    (b / "trained.onnx").unlink()
+    p = dist_train("--config", cb, "--resume", "auto", "--set", 'checkpoint.path=""')
+    assert p.returncode == 1 and "--resume auto needs a checkpoint path" in p.stderr, p.stderr
+    assert not (b / "trained.onnx").exists()
+
+
 def test_batchnorm_statistics_follow_the_global_batch(tmp_path):
     """2 ranks x batch 32 and 1 rank x batch 64 see the same samples at every step (epoch_plan.h);
     with the exact cross-rank reduction of the BatchNorm moments their running statistics agree to

@@ -72,7 +72,9 @@ int main(int argc, char** argv) {
                      "Fine-tuning preset (of a pruned --model): a tenth of the configuration's lr.base, no warm-up,\n"
                      "no Final Polishing; --lr and --set still override it");
         app.add_flag("--print-config", print_config, "Print the merged configuration as JSON and exit");
-        app.add_option("--resume", resume, "Resume from this checkpoint (also with another number of ranks)");
+        app.add_option("--resume", resume,
+                       "Resume from this checkpoint (also with another number of ranks); 'auto': from the\n"
+                       "checkpoint path (--checkpoint, checkpoint.path) when a file is there, else start fresh");
         app.add_option("--evaluate", evaluate, "Report the test accuracy and loss of this ONNX model, without training");
         app.add_option("--split", split, "With --evaluate: test (data.test_*) or validation (the data.validation_samples held out)")
             ->check(CLI::IsMember({"test", "validation"}));
@@ -124,7 +126,7 @@ int main(int argc, char** argv) {
                                           {cfg.checkpoint, "the checkpoint", true}},
                                          {cfg.model}, force);
           hpcnn::train::RunOptions ro;
-          ro.resume = resume;
+          ro.resume = resume == "auto" ? hpcnn::train::checkpoint_to_resume(cfg, *comm) : resume;
           std::unique_ptr<hpcnn::tool::ProgressBar> bar;
           int64_t bar_epoch = -1;
           if (ctx.progress)
