@@ -197,14 +197,19 @@ def test_resized_crop_and_erasing(tmp_path):
         assert p.returncode == 1 and says in p.stderr, (key, p.stderr)
 
 
-def test_resume_reproduces_uninterrupted_run(tmp_path):
+def reference_run_and_twin(tmp_path):
+    """Folders a and b with the same tiny model and deterministic configuration; a trained
+    uninterrupted (2 ranks). Returns a, b and b's configuration."""
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
     tiny_cnn(str(a / "tiny.onnx"), dropout=True)
     tiny_cnn(str(b / "tiny.onnx"), dropout=True)
-    ca = config(a, deterministic=True)
-    cb = config(b, deterministic=True)
-    ok(dist_train("--config", ca, ranks=2))
+    ok(dist_train("--config", config(a, deterministic=True), ranks=2))
+    return a, b, config(b, deterministic=True)
+
+
+def test_resume_reproduces_uninterrupted_run(tmp_path):
+    a, b, cb = reference_run_and_twin(tmp_path)
     # The same run, killed (injected fault) at the first step of epoch 2, resumed from the
     # checkpoint written after epoch 1.
     p = dist_train("--config", cb, ranks=2, env={"HPCNN_TEST_FAULT": "1:throw:8"})
@@ -220,13 +225,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
 def test_resume_auto_starts_fresh_then_continues(tmp_path):
     """--resume auto: the same command line starts a run (no checkpoint yet) and, after a kill,
     continues it from checkpoint.path; the result equals an uninterrupted run's."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir(), b.mkdir()
-    tiny_cnn(str(a / "tiny.onnx"), dropout=True)
-    tiny_cnn(str(b / "tiny.onnx"), dropout=True)
-    ca = config(a, deterministic=True)
-    cb = config(b, deterministic=True)
-    ok(dist_train("--config", ca, ranks=2))
+    a, b, cb = reference_run_and_twin(tmp_path)
     p = dist_train("--config", cb, "--resume", "auto", ranks=2, env={"HPCNN_TEST_FAULT": "1:throw:8"})
     assert p.returncode != 0 and "starting fresh" in p.stderr, p.stderr
     assert (b / "ckpt").exists() and not (b / "trained.onnx").exists()
