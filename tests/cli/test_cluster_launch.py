@@ -2,7 +2,8 @@
 (golden job scripts, bash -n, shellcheck), bad descriptions and configurations (clear errors, no
 job folder left), --dry-run, staging once per node (two node names mapped to two scratch
 folders), the environment check's failures, cleanup, and a real run of the `none` scheduler
-(mpirun, 2 ranks, in the background) that trains from the staged, huffgpu-compressed shards.
+(mpirun, 2 ranks, in the background) that trains from the staged, huffgpu-compressed shards, and a
+job killed in its second epoch that continues from its checkpoint when run again (`-- --resume auto`).
 The real Slurm run is tests/cli/test_cluster_slurm.py."""
 import json
 import os
@@ -375,3 +376,22 @@ def test_none_scheduler_job_trains_from_staged_shards(tmp_path):
     assert summary["world_size"] == 2 and summary["steps"] == 4
     assert (job / "out" / "trained.onnx").exists() and len((job / "out" / "metrics.jsonl").read_text().splitlines()) == 1
     assert not scratch.exists()  # cleaned up
+
+
+def test_requeued_job_continues_from_its_checkpoint(tmp_path):
+    """A job made with `-- --resume auto`, killed in its second epoch (as a preempted job is), then
+    run again (as the scheduler requeues it): the second run continues from out/checkpoint."""
+    job = tmp_path / "job"
+    launch("--cluster", description(tmp_path), "--config", train_config(tmp_path, epochs=2), "--job-dir", job, "--", "--resume", "auto")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    first = subprocess.run(["bash", str(job / "job.sh")], env=dict(env, HPCNN_TEST_FAULT="1:throw:4"), capture_output=True,
+                           text=True, timeout=300)
+    assert first.returncode != 0 and "starting fresh" in first.stderr, first.stderr
+    assert "injected fault" in first.stderr
+    assert (job / "out" / "checkpoint").exists() and not (job / "out" / "trained.onnx").exists()
+    second = subprocess.run(["bash", str(job / "job.sh")], env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "continuing from the checkpoint" in second.stderr and "at epoch 2" in second.stderr, second.stderr
+    summary = json.loads((job / "out" / "summary.json").read_text().strip().splitlines()[-1])
+    assert summary["world_size"] == 2 and summary["steps"] == 8  # 4 steps in each of the 2 epochs
+    assert [json.loads(l)["epoch"] for l in (job / "out" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
