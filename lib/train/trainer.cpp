@@ -544,14 +544,15 @@ std::string checkpoint_to_resume(const TrainConfig& cfg, dist::Communicator& com
     throw_error(ErrorKind::usage, "--resume auto needs a checkpoint path (--checkpoint or checkpoint.path in the configuration)");
   int32_t found = 0;
   if (comm.rank() == 0) {
+    // Only a path that surely holds nothing starts fresh: when it cannot be looked at (a
+    // permission error, say), the checkpoint is read, and that read names the error, instead of
+    // a fresh start overwriting the training done.
     std::error_code ec;
-    found = std::filesystem::exists(cfg.checkpoint, ec) ? 1 : 0;
-  }
-  comm.broadcast(&found, sizeof found, 0);
-  if (comm.rank() == 0) {
+    found = std::filesystem::exists(cfg.checkpoint, ec) || ec ? 1 : 0;
     if (found) spdlog::info("--resume auto: continuing from the checkpoint {}", cfg.checkpoint);
     else spdlog::info("--resume auto: no checkpoint at {} yet, starting fresh", cfg.checkpoint);
   }
+  comm.broadcast(&found, sizeof found, 0);
   return found ? cfg.checkpoint : std::string();
 }
 
