@@ -19,7 +19,10 @@
 #      search (its iterations' fine-tuning, accepted or not) is its cost, reported apart.
 #   4. inference speed (dist-train --evaluate on the 10,000 test images, one process) of base and
 #      of each final model.
-# Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png.
+# Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png
+# (and, with STUDY_RECORD=DIR, copies the small files they are made from into DIR, e.g.
+# docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
+# machine).
 #
 # Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study),
 # LOOP_ITERATIONS (12), LOOP_EPOCHS (4: fine-tuning epochs per iteration at most; the first epoch
@@ -136,6 +139,6 @@ EOF
     rm -f "$f.eval.json"
   done
 done
-$py scripts/prune_study_report.py "$out"
+$py scripts/prune_study_report.py "$out" ${STUDY_RECORD:+--record "$STUDY_RECORD"}
 echo "$((SECONDS - t_start))" >> "$out/wall_seconds"  # one line per run of this script
 log "done in $((SECONDS - t_start)) s"

@@ -1,11 +1,19 @@
 """The table and the plot of scripts/prune_study.sh: reads out/study/<model>/ and writes
 out/study/table.md (markdown) and out/study/accuracy_vs_params.png (test accuracy against
-parameters, both methods, every seed, with the unpruned model)."""
+parameters, both methods, every seed, with the unpruned model).
+
+    prune_study_report.py [OUT] [--record DIR]
+
+--record DIR also copies the small files the table is made from (settings, summaries, logs,
+accuracies, speeds, seconds: kilobytes, no models) into DIR with the same layout, so that a study
+can be kept in the repository (docs/prune_study/) and its table and plot remade from the record
+alone: prune_study_report.py DIR."""
+import argparse
 import glob
 import json
 import os
+import shutil
 import statistics
-import sys
 
 import matplotlib
 
@@ -33,8 +41,8 @@ def main(out):
     rows, fig_data = [], {}
     for model in ("cnn", "resnet20"):
         d = os.path.join(out, model)
-        if not os.path.exists(os.path.join(d, "base.onnx")):
-            continue
+        if not os.path.exists(os.path.join(d, "base.onnx")) and not os.path.exists(os.path.join(d, "base.onnx.speed.json")):
+            continue  # not trained yet (a record keeps base.onnx.speed.json, not the model)
         base_speed = load(os.path.join(d, "base.onnx.speed.json")) if os.path.exists(os.path.join(d, "base.onnx.speed.json")) else {}
         base_secs = int(open(os.path.join(d, "base.seconds")).read()) if os.path.exists(os.path.join(d, "base.seconds")) else None
         base_acc = base_speed.get("test_accuracy")
@@ -109,5 +117,29 @@ def main(out):
     fig.savefig(os.path.join(out, "accuracy_vs_params.png"), dpi=120)
 
 
+# The files main() reads, relative to OUT/<model>/.
+RECORD = ["settings.json", "base.onnx.speed.json", "base.seconds", "base.summary.json", "*-s*/summary.json", "*-s*/log.json",
+          "*-s*/final_tuned.test.json", "*-s*/final_tuned.onnx.speed.json", "*-s*/final_tuned.seconds", "*-s*/final_tuned.json",
+          "uniform-s*/prune.json"]
+
+
+def record(out, dest):
+    for model in NAMES:
+        for pattern in RECORD:
+            for src in glob.glob(os.path.join(out, model, pattern)):
+                target = os.path.join(dest, os.path.relpath(src, out))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copyfile(src, target)
+    for name in ("wall_seconds", "table.md", "accuracy_vs_params.png"):
+        if os.path.exists(os.path.join(out, name)):
+            shutil.copyfile(os.path.join(out, name), os.path.join(dest, name))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "out/study")
+    ap = argparse.ArgumentParser(description="Table and plot of scripts/prune_study.sh")
+    ap.add_argument("out", nargs="?", default="out/study")
+    ap.add_argument("--record", metavar="DIR", help="also copy the files the table is made from into DIR")
+    a = ap.parse_args()
+    main(a.out)
+    if a.record:
+        record(a.out, a.record)

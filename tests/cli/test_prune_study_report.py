@@ -1,0 +1,71 @@
+"""scripts/prune_study_report.py: the study's table from a made-up study folder (values chosen so
+that the means and standard deviations are known by hand), and the same table again from its
+--record copy, which holds no model."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+REPORT = os.path.join(ROOT, "scripts", "prune_study_report.py")
+
+
+def write(path, value):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(value if isinstance(value, str) else json.dumps(value))
+
+
+def make_study(out):
+    d = os.path.join(out, "cnn")
+    write(os.path.join(d, "base.onnx"), "not read")
+    write(os.path.join(d, "base.onnx.speed.json"), {"images_per_second": 1000.0, "test_accuracy": 0.9300})
+    write(os.path.join(d, "base.seconds"), "600")
+    write(os.path.join(d, "settings.json"), {"final_epochs": 10})
+    # loop: 200,000 and 100,000 parameters left of 400,000; test 93.10% and 92.90%:
+    # mean 150,000 (-62.5%), accuracy 93.00 ± 0.14 (sd of 93.1, 92.9 = 0.1414).
+    for s, (params, acc, epochs, secs) in enumerate([(200000, 0.9310, [4, 2], 900), (100000, 0.9290, [4, 4, 4], 1100)], 1):
+        r = os.path.join(d, f"loop-s{s}")
+        write(os.path.join(r, "summary.json"), {"params_before": 400000, "params_after": params, "macs_before": 9000000,
+                                                 "macs_after": params * 20, "iterations": len(epochs), "seconds": secs})
+        write(os.path.join(r, "log.json"), [{"finetune_epochs": e} for e in epochs])
+        write(os.path.join(r, "final_tuned.test.json"), {"test_accuracy": acc})
+        write(os.path.join(r, "final_tuned.onnx.speed.json"), {"images_per_second": 1500.0 + 100 * s, "test_accuracy": acc})
+        write(os.path.join(r, "final_tuned.seconds"), "300")
+        u = os.path.join(d, f"uniform-s{s}")
+        write(os.path.join(u, "summary.json"), {"rate": 0.4, "params_before": 400000, "params_after": 150000,
+                                                 "macs_before": 9000000, "macs_after": 3000000})
+        write(os.path.join(u, "final_tuned.test.json"), {"test_accuracy": 0.9250 + 0.0010 * s})
+        write(os.path.join(u, "final_tuned.seconds"), "240")
+    # an unfinished seed (no test accuracy yet) is left out
+    write(os.path.join(d, "loop-s3", "summary.json"), {"params_before": 400000, "params_after": 1, "macs_before": 1, "macs_after": 1,
+                                                        "iterations": 1, "seconds": 1})
+
+
+def report(*args):
+    p = subprocess.run([sys.executable, REPORT, *args], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_table_and_record(tmp_path):
+    out = str(tmp_path / "study")
+    make_study(out)
+    rec = str(tmp_path / "record")
+    table = report(out, "--record", rec)
+    rows = {line.split(" | ")[1]: line for line in table.splitlines() if line.startswith("| CNN")}
+    loop = rows["automatic rates (loop)"]
+    assert "400,000 → 150,000 (−62.5%)" in loop
+    assert "93.00 → 93.00 ± 0.14" in loop
+    assert "1,000 → 1,650 ± 71" in loop          # speeds 1,600 and 1,700
+    assert "| 2.5 ± 0.7 |" in loop                # iterations 2 and 3
+    assert "9 ± 4 search + 10 final" in loop      # search epochs 6 and 12
+    assert "22 min per seed (+ base training 10 min)" in loop  # (900 + 300 + 1100 + 300) / 2 = 1,300 s
+    uniform = rows["uniform rate 0.4"]
+    assert "93.00 → 92.65 ± 0.07" in uniform
+    assert "| 2 |" in uniform
+    assert os.path.exists(os.path.join(out, "accuracy_vs_params.png"))
+    # The record: small files only, and the same table made from it alone.
+    kept = sorted(os.path.relpath(os.path.join(dp, f), rec) for dp, _, fs in os.walk(rec) for f in fs)
+    assert "cnn/base.onnx" not in kept and "cnn/loop-s1/log.json" in kept and "table.md" in kept
+    assert report(rec) == table
