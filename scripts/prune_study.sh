@@ -25,16 +25,18 @@
 # machine).
 #
 # Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study),
-# LOOP_ITERATIONS (12), LOOP_EPOCHS (4: fine-tuning epochs per iteration at most; the first epoch
-# above the goal ends it), LOOP_DROP (0.2: allowed validation-accuracy drop in points), FINAL_EPOCHS
-# (10: the final fine-tuning of both methods), SEEDS
-# ("1 2 3"), RANKS (2). Per-model overrides: LOOP_ITERATIONS_<model>, LOOP_EPOCHS_<model>,
-# FINAL_EPOCHS_<model> (e.g. LOOP_EPOCHS_resnet20=3).
+# LOOP_ITERATIONS (CNN 12, ResNet-20 8), LOOP_EPOCHS (fine-tuning epochs per iteration at most;
+# the first epoch above the goal ends it: CNN 4, ResNet-20 12), LOOP_DROP (allowed
+# validation-accuracy drop in points: CNN 0.2, ResNet-20 0.6), FINAL_EPOCHS (the final fine-tuning
+# of both methods: CNN 10, ResNet-20 6), SEEDS ("1 2 3"), RANKS (2). Per-model overrides:
+# LOOP_ITERATIONS_<model>, LOOP_EPOCHS_<model>, LOOP_DROP_<model>, FINAL_EPOCHS_<model> (e.g.
+# LOOP_EPOCHS_resnet20=3). The ResNet-20 defaults are the settings that reached the issue's goal
+# (README); with 3 epochs and a 0.2 bar, below the sampling error of 5,000 validation images, its
+# loop stopped at -14%.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 out=${STUDY_OUT:-out/study}
-drop=${LOOP_DROP:-0.2}
 seeds=${SEEDS:-1 2 3}
 ranks=${RANKS:-2}
 bin=${HPCNN_BIN:-build/tools}
@@ -51,15 +53,16 @@ t_start=$SECONDS
 
 for m in "${models[@]}"; do
   case $m in
-    cnn) config=configs/fashion_mnist_cnn.json ;;
-    resnet20) config=configs/fashion_mnist_resnet.json ;;
+    cnn) config=configs/fashion_mnist_cnn.json; defaults=(12 4 0.2 10) ;;           # iterations, epochs, drop, final epochs
+    resnet20) config=configs/fashion_mnist_resnet.json; defaults=(8 12 0.6 6) ;;
     *) echo "prune_study: unknown model '$m' (cnn, resnet20)" >&2; exit 1 ;;
   esac
   dir=$out/$m
   mkdir -p "$dir"
-  v=LOOP_ITERATIONS_$m; iterations=${!v:-${LOOP_ITERATIONS:-12}}
-  v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-4}}
-  v=FINAL_EPOCHS_$m; final_epochs=${!v:-${FINAL_EPOCHS:-10}}
+  v=LOOP_ITERATIONS_$m; iterations=${!v:-${LOOP_ITERATIONS:-${defaults[0]}}}
+  v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-${defaults[1]}}}
+  v=LOOP_DROP_$m; drop=${!v:-${LOOP_DROP:-${defaults[2]}}}
+  v=FINAL_EPOCHS_$m; final_epochs=${!v:-${FINAL_EPOCHS:-${defaults[3]}}}
   echo "{\"iterations\": $iterations, \"finetune_epochs\": $epochs, \"accuracy_drop\": $drop, \"final_epochs\": $final_epochs, \"seeds\": \"$seeds\", \"ranks\": $ranks}" > "$dir/settings.json"
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
