@@ -94,7 +94,7 @@ for m in "${models[@]}"; do
       $py -c "import json,sys; d=json.load(open('$dir/loop-s$s/summary.json')); sys.exit(0 if d['stopped_by'] == 'iteration limit' and d['iterations'] < $iterations else 1)"; then
       log "$m: seed $s: the loop goes on to $iterations iterations"
       extend=1
-      rm -f "$dir/loop-s$s"/final_tuned.* "$dir/loop-s$s/ckpt" "$dir/uniform-s$s/summary.json" "$dir/uniform-s$s/ckpt"
+      rm -f "$dir/loop-s$s"/final_tuned.* "$dir/loop-s$s/ckpt" "$dir/uniform-s$s/summary.json" "$dir/uniform-s$s"/final_tuned.* "$dir/uniform-s$s/ckpt"
     fi
     if [ ! -f "$dir/loop-s$s/summary.json" ] || [ "$extend" = 1 ]; then
       log "$m: pruning loop, seed $s"
