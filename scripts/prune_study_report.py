@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 
 import matplotlib
 
@@ -41,9 +42,10 @@ def main(out):
     rows, fig_data = [], {}
     for model in ("cnn", "resnet20"):
         d = os.path.join(out, model)
-        if not os.path.exists(os.path.join(d, "base.onnx")) and not os.path.exists(os.path.join(d, "base.onnx.speed.json")):
+        speed_file = os.path.join(d, "base.onnx.speed.json")
+        if not os.path.exists(os.path.join(d, "base.onnx")) and not os.path.exists(speed_file):
             continue  # not trained yet (a record keeps base.onnx.speed.json, not the model)
-        base_speed = load(os.path.join(d, "base.onnx.speed.json")) if os.path.exists(os.path.join(d, "base.onnx.speed.json")) else {}
+        base_speed = load(speed_file) if os.path.exists(speed_file) else {}
         base_secs = int(open(os.path.join(d, "base.seconds")).read()) if os.path.exists(os.path.join(d, "base.seconds")) else None
         base_acc = base_speed.get("test_accuracy")
         settings = load(os.path.join(d, "settings.json")) if os.path.exists(os.path.join(d, "settings.json")) else {}
@@ -86,6 +88,8 @@ def main(out):
                         + (f" (+ base training {base_secs / 60:.0f} min)" if base_secs else ""),
                 "seeds": len(es),
             })
+    if not fig_data:
+        sys.exit(f"prune_study_report: error: no trained model under {out}/cnn or {out}/resnet20 (no base.onnx or base.onnx.speed.json)")
     lines = ["| model | method | parameters | MACs | inference images/s | test accuracy % | iterations | fine-tuning epochs | wall time | seeds |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -117,7 +121,8 @@ def main(out):
     fig.savefig(os.path.join(out, "accuracy_vs_params.png"), dpi=120)
 
 
-# The files main() reads, relative to OUT/<model>/.
+# What a record keeps, relative to OUT/<model>/: the files main() reads, and the summaries and
+# prune reports behind them.
 RECORD = ["settings.json", "base.onnx.speed.json", "base.seconds", "base.summary.json", "*-s*/summary.json", "*-s*/log.json",
           "*-s*/final_tuned.test.json", "*-s*/final_tuned.onnx.speed.json", "*-s*/final_tuned.seconds", "*-s*/final_tuned.json",
           "uniform-s*/prune.json"]

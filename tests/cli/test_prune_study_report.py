@@ -42,10 +42,11 @@ def make_study(out):
                                                         "iterations": 1, "seconds": 1})
 
 
-def report(*args):
+def report(*args, check=True):
     p = subprocess.run([sys.executable, REPORT, *args], capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    return p.stdout
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p.stdout if check else p
 
 
 def test_table_and_record(tmp_path):
@@ -69,3 +70,10 @@ def test_table_and_record(tmp_path):
     kept = sorted(os.path.relpath(os.path.join(dp, f), rec) for dp, _, fs in os.walk(rec) for f in fs)
     assert "cnn/base.onnx" not in kept and "cnn/loop-s1/log.json" in kept and "table.md" in kept
     assert report(rec) == table
+
+
+def test_no_study_is_an_error(tmp_path):
+    for out in (tmp_path / "missing", tmp_path):  # no folder; a folder with no trained model
+        p = report(str(out), check=False)
+        assert p.returncode != 0 and "no trained model under" in p.stderr and str(out) in p.stderr
+        assert not os.path.exists(os.path.join(out, "table.md"))
