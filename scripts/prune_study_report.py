@@ -5,9 +5,12 @@ parameters, both methods, every seed, with the unpruned model).
     prune_study_report.py [OUT] [--record DIR]
 
 --record DIR also copies the small files the table is made from (settings, summaries, logs,
-accuracies, speeds, seconds: kilobytes, no models) into DIR with the same layout, so that a study
-can be kept in the repository (docs/prune_study/) and its table and plot remade from the record
-alone: prune_study_report.py DIR."""
+accuracies, speeds, seconds: kilobytes) and the trained base model every seed starts from (about
+1-2 MB; no pruned or fine-tuned model) into DIR with the same layout, so that a study can be kept
+in the repository (docs/prune_study/), its table and plot remade from the record alone
+(prune_study_report.py DIR), and more seeds added to it without training the base again (copy DIR's <model>/ into
+OUT and run scripts/prune_study.sh with the same settings: the steps whose outputs the record holds
+are skipped)."""
 import argparse
 import glob
 import json
@@ -121,9 +124,9 @@ def main(out):
     fig.savefig(os.path.join(out, "accuracy_vs_params.png"), dpi=120)
 
 
-# What a record keeps, relative to OUT/<model>/: the files main() reads, and the summaries and
-# prune reports behind them.
-RECORD = ["settings.json", "base.onnx.speed.json", "base.seconds", "base.summary.json", "*-s*/summary.json", "*-s*/log.json",
+# What a record keeps, relative to OUT/<model>/: the files main() reads, the summaries and prune
+# reports behind them, and the base model (so that the study can go on from the record).
+RECORD = ["settings.json", "base.onnx", "base.onnx.speed.json", "base.seconds", "base.summary.json", "*-s*/summary.json", "*-s*/log.json",
           "*-s*/final_tuned.test.json", "*-s*/final_tuned.onnx.speed.json", "*-s*/final_tuned.seconds", "*-s*/final_tuned.json",
           "uniform-s*/prune.json"]
 

@@ -1,6 +1,6 @@
 """scripts/prune_study_report.py: the study's table from a made-up study folder (values chosen so
 that the means and standard deviations are known by hand), and the same table again from its
---record copy, which holds no model."""
+--record copy, which holds the base model and no other."""
 import json
 import os
 import subprocess
@@ -32,6 +32,8 @@ def make_study(out):
         write(os.path.join(r, "final_tuned.test.json"), {"test_accuracy": acc})
         write(os.path.join(r, "final_tuned.onnx.speed.json"), {"images_per_second": 1500.0 + 100 * s, "test_accuracy": acc})
         write(os.path.join(r, "final_tuned.seconds"), "300")
+        for model in ("final.onnx", "final_tuned.onnx"):  # models a record leaves out
+            write(os.path.join(r, model), "not read")
         u = os.path.join(d, f"uniform-s{s}")
         write(os.path.join(u, "summary.json"), {"rate": 0.4, "params_before": 400000, "params_after": 150000,
                                                  "macs_before": 9000000, "macs_after": 3000000})
@@ -66,9 +68,10 @@ def test_table_and_record(tmp_path):
     assert "93.00 → 92.65 ± 0.07" in uniform
     assert "| 2 |" in uniform
     assert os.path.exists(os.path.join(out, "accuracy_vs_params.png"))
-    # The record: small files only, and the same table made from it alone.
+    # The record: small files and the base model only, and the same table made from it alone.
     kept = sorted(os.path.relpath(os.path.join(dp, f), rec) for dp, _, fs in os.walk(rec) for f in fs)
-    assert "cnn/base.onnx" not in kept and "cnn/loop-s1/log.json" in kept and "table.md" in kept
+    assert "cnn/base.onnx" in kept and "cnn/loop-s1/log.json" in kept and "table.md" in kept
+    assert not [k for k in kept if k.endswith(".onnx") and k != "cnn/base.onnx"], kept
     assert report(rec) == table
 
 
