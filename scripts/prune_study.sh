@@ -20,7 +20,7 @@
 #   4. inference speed (dist-train --evaluate on the 10,000 test images, one process) of base and
 #      of each final model.
 # Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png
-# (and, with STUDY_RECORD=DIR, copies the small files they are made from into DIR, e.g.
+# (and, with STUDY_RECORD=DIR, copies the small files they are made from and the base model into DIR, e.g.
 # docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
 # machine).
 #

@@ -8,9 +8,9 @@ parameters, both methods, every seed, with the unpruned model).
 accuracies, speeds, seconds: kilobytes) and the trained base model every seed starts from (about
 1-2 MB; no pruned or fine-tuned model) into DIR with the same layout, so that a study can be kept
 in the repository (docs/prune_study/), its table and plot remade from the record alone
-(prune_study_report.py DIR), and more seeds added to it without training the base again (copy DIR's <model>/ into
-OUT and run scripts/prune_study.sh with the same settings: the steps whose outputs the record holds
-are skipped)."""
+(prune_study_report.py DIR), and more seeds added to it without training the base again (copy
+DIR's <model>/ into OUT and run scripts/prune_study.sh with the same settings: the steps whose
+outputs the record holds are skipped)."""
 import argparse
 import glob
 import json
