@@ -22,7 +22,8 @@
 # Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png
 # (and, with STUDY_RECORD=DIR, copies the small files they are made from and the base model into DIR, e.g.
 # docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
-# machine).
+# machine). A study folder made with other settings (settings.json: epochs, bar, final epochs,
+# ranks; fewer iterations) is refused before any work, so that seeds of two studies never mix.
 #
 # Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study),
 # LOOP_ITERATIONS (CNN 12, ResNet-20 8), LOOP_EPOCHS (fine-tuning epochs per iteration at most;
@@ -63,7 +64,30 @@ for m in "${models[@]}"; do
   v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-${defaults[1]}}}
   v=LOOP_DROP_$m; drop=${!v:-${LOOP_DROP:-${defaults[2]}}}
   v=FINAL_EPOCHS_$m; final_epochs=${!v:-${FINAL_EPOCHS:-${defaults[3]}}}
-  echo "{\"iterations\": $iterations, \"finetune_epochs\": $epochs, \"accuracy_drop\": $drop, \"final_epochs\": $final_epochs, \"seeds\": \"$seeds\", \"ranks\": $ranks}" > "$dir/settings.json"
+  settings="{\"iterations\": $iterations, \"finetune_epochs\": $epochs, \"accuracy_drop\": $drop, \"final_epochs\": $final_epochs, \"seeds\": \"$seeds\", \"ranks\": $ranks}"
+  # A study folder (or a record copied into it) made with other settings would mix the seeds of
+  # two studies in one table: refused. More iterations are the one change allowed (finished loops
+  # are extended, below); other seeds are what a continued study adds.
+  if [ -f "$dir/settings.json" ]; then
+    $py - "$dir/settings.json" "$settings" <<'EOF' || exit 1
+import json, sys
+path, new = sys.argv[1], json.loads(sys.argv[2])
+try:
+    with open(path) as f:
+        old = json.load(f)
+    if not isinstance(old, dict):
+        raise ValueError("not a JSON object")
+except (OSError, ValueError) as e:
+    sys.exit(f"prune_study: error: {path}: not readable as a study's settings ({e}); delete it or use another STUDY_OUT")
+diff = [f"{k} {old.get(k)} -> {new[k]}" for k in ("finetune_epochs", "accuracy_drop", "final_epochs", "ranks") if old.get(k) != new[k]]
+if not isinstance(old.get("iterations"), int) or old["iterations"] > new["iterations"]:
+    diff.append(f"iterations {old.get('iterations')} -> {new['iterations']} (only more iterations extend a study)")
+if diff:
+    sys.exit(f"prune_study: error: {path} was made with other settings ({'; '.join(diff)}): its seeds would mix with this "
+             "run's in one table; use another STUDY_OUT, or the same settings (LOOP_*, FINAL_EPOCHS, RANKS)")
+EOF
+  fi
+  echo "$settings" > "$dir/settings.json"
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
     t=$SECONDS

@@ -132,9 +132,16 @@ RECORD = ["settings.json", "base.onnx", "base.onnx.speed.json", "base.seconds", 
 
 
 def record(out, dest):
+    """Copies the RECORD files of OUT into DEST. A seed's run folder that is not finished (no
+    final_tuned.test.json yet: a loop whose final fine-tuning is still to come, say) is left out
+    whole, so that a study continued from the record runs that seed again rather than skipping a
+    loop whose final model the record does not keep."""
     for model in NAMES:
         for pattern in RECORD:
             for src in glob.glob(os.path.join(out, model, pattern)):
+                run = os.path.relpath(src, os.path.join(out, model)).split(os.sep)[0]
+                if "-s" in run and not os.path.exists(os.path.join(out, model, run, "final_tuned.test.json")):
+                    continue
                 target = os.path.join(dest, os.path.relpath(src, out))
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 shutil.copyfile(src, target)

@@ -1,6 +1,7 @@
 """scripts/prune_study_report.py: the study's table from a made-up study folder (values chosen so
 that the means and standard deviations are known by hand), and the same table again from its
---record copy, which holds the base model and no other."""
+--record copy, which holds the base model and no other, and no unfinished seed. And
+scripts/prune_study.sh's refusal to continue a study folder made with other settings."""
 import json
 import os
 import subprocess
@@ -72,6 +73,9 @@ def test_table_and_record(tmp_path):
     kept = sorted(os.path.relpath(os.path.join(dp, f), rec) for dp, _, fs in os.walk(rec) for f in fs)
     assert "cnn/base.onnx" in kept and "cnn/loop-s1/log.json" in kept and "table.md" in kept
     assert not [k for k in kept if k.endswith(".onnx") and k != "cnn/base.onnx"], kept
+    # The unfinished seed 3 (its loop's summary without a final fine-tuning) is left out whole: a
+    # study continued from the record must run its loop again, not skip to a missing final.onnx.
+    assert not [k for k in kept if k.startswith("cnn/loop-s3")], kept
     assert report(rec) == table
 
 
@@ -80,3 +84,30 @@ def test_no_study_is_an_error(tmp_path):
         p = report(str(out), check=False)
         assert p.returncode != 0 and "no trained model under" in p.stderr and str(out) in p.stderr
         assert not os.path.exists(os.path.join(out, "table.md"))
+
+
+STUDY = os.path.join(ROOT, "scripts", "prune_study.sh")
+
+
+def test_study_refuses_other_settings(tmp_path):
+    """A study folder (a record copied into STUDY_OUT, say) made with other loop settings: the
+    script stops before any work with one line naming the file and the differences, and leaves the
+    folder as it was; a folder made with fewer iterations is continued (extension)."""
+    d = tmp_path / "cnn"
+    d.mkdir()
+    old = {"iterations": 12, "finetune_epochs": 4, "accuracy_drop": 0.2, "final_epochs": 10, "seeds": "1", "ranks": 2}
+    env = dict(os.environ, STUDY_OUT=str(tmp_path), HPCNN_BIN=str(tmp_path / "no-tools"), LOOP_EPOCHS_cnn="6")
+    for settings, message in ((old, "finetune_epochs 4 -> 6"), (dict(old, iterations=20, finetune_epochs=6), "iterations 20 -> 12"),
+                              ("{not json", "not readable as a study's settings")):
+        text = settings if isinstance(settings, str) else json.dumps(settings)
+        write(str(d / "settings.json"), text)
+        p = subprocess.run(["bash", STUDY, "cnn"], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert p.returncode == 1, p.stderr
+        assert str(d / "settings.json") in p.stderr and message in p.stderr, p.stderr
+        assert (d / "settings.json").read_text() == text and sorted(os.listdir(d)) == ["settings.json"]
+    # Same settings but fewer iterations: accepted (the check passes; the run then stops at the
+    # missing tools, after writing the new settings).
+    write(str(d / "settings.json"), json.dumps(dict(old, iterations=8, finetune_epochs=6)))
+    p = subprocess.run(["bash", STUDY, "cnn"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert "other settings" not in p.stderr
+    assert json.loads((d / "settings.json").read_text())["iterations"] == 12
