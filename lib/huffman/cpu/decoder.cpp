@@ -23,6 +23,7 @@ namespace {
 // core: 6 lanes decode about 10% faster than 4 on the 2-core reference machine (AMD EPYC, Zen 4);
 // 8 run out of registers and are no faster than 4.
 constexpr int kInterleave = 6;
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the lane loop reads a table entry's top byte at byte offset 3");
 constexpr uint64_t kLaneSlack = 8;       // a lane may write 3 bytes past its last symbol
 constexpr int kRootBits = 12;           // first-level table: 4096 entries, 16 KiB
 constexpr uint64_t kMinLaneBits = 1 << 14;
@@ -52,16 +53,29 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 // Decodes one table entry (one to three symbols) from the top bits of v. Four output bytes are
 // always written (the fourth is junk); the pointer advances by the symbol count. The bit
 // position is not tracked here: see the marker bit in decode_lanes_impl.
+//
+// The entry's top byte (bits consumed | count << 6) is loaded on its own for the shift of v
+// rather than extracted from the entry: a load instead of a register copy and a shift, and the
+// shift no longer waits for an extraction (x86 shifts use only a count's low 6 bits, so the
+// count bits above cost nothing there); the entry itself, once stored, becomes the count in place. The empty asm hides that the two loads read the same entry, which GCC
+// would otherwise fold back into one; `root_shift_r` keeps the root shift in a register, so the
+// index is one shrx instead of a copy and a shift.
 #define HPCNN_DECODE_ONE(v, out)                                                    \
   do {                                                                              \
-    uint32_t e_ = root[(v) >> root_shift];                                          \
+    uint64_t i_ = (v) >> root_shift_r;                                              \
+    uint32_t e_ = root[i_];                                                         \
+    uint32_t m_;                                                                    \
     if (kSub && __builtin_expect(entry_is_pointer(e_), 0)) {                        \
       const uint32_t width_ = e_ & 31;                                              \
       e_ = sub[pointer_index(e_) + (((v) << root_bits) >> (64 - width_))];          \
+      m_ = e_ >> 24;                                                                \
+    } else {                                                                        \
+      asm("" : "+r"(i_));                                                           \
+      m_ = root_top[4 * i_];                                                        \
     }                                                                               \
     std::memcpy((out), &e_, 4);                                                     \
     (out) += e_ >> 30;                                                              \
-    (v) <<= (e_ >> 24) & 63;                                                        \
+    (v) <<= m_ & 63;                                                                \
   } while (0)
 
 // A 57-bit window with a marker bit just below it: after the window has been shifted left by
@@ -78,6 +92,9 @@ __attribute__((always_inline)) inline void interleaved_rounds(const uint32_t* __
   constexpr int root_bits = kRootBits;
   constexpr int root_shift = 64 - kRootBits;
   constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;  // bits a round may consume
+  const uint8_t* __restrict root_top = reinterpret_cast<const uint8_t*>(root) + 3;  // entry i's top byte: root_top[4 * i]
+  uint64_t root_shift_r = root_shift;
+  asm("" : "+r"(root_shift_r));
   uint64_t p[N], e[N];
   uint8_t* o[N];
 #pragma GCC unroll 8
