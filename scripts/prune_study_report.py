@@ -77,7 +77,8 @@ def main(out):
             pb = es[0]["params_before"]
             rows.append({
                 "model": NAMES[model],
-                "method": "automatic rates (loop)" if method == "loop" else f"uniform rate {es[0].get('rate', '')}",
+                "method": "automatic rates (loop)" if method == "loop" else
+                          "uniform rate " + ", ".join(dict.fromkeys(str(e.get("rate", "")) for e in es)),  # each seed's, in seed order
                 "params": f"{pb:,} → {statistics.mean(e['params_after'] for e in es):,.0f} "
                           f"(−{100 * (1 - statistics.mean(e['params_after'] for e in es) / pb):.1f}%)",
                 "macs": f"{es[0]['macs_before']:,} → {statistics.mean(e['macs_after'] for e in es):,.0f}",
