@@ -57,9 +57,10 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 // The entry's top byte (bits consumed | count << 6) is loaded on its own for the shift of v
 // rather than extracted from the entry: a load instead of a register copy and a shift, and the
 // shift no longer waits for an extraction (x86 shifts use only a count's low 6 bits, so the
-// count bits above cost nothing there); the entry itself, once stored, becomes the count in place. The empty asm hides that the two loads read the same entry, which GCC
-// would otherwise fold back into one; `root_shift_r` keeps the root shift in a register, so the
-// index is one shrx instead of a copy and a shift.
+// count bits above cost nothing there); the entry itself, once stored, becomes the count in
+// place. The empty asm hides that the two loads read the same entry, which GCC would otherwise
+// fold back into one; `root_shift_r` keeps the root shift in a register, so the index is one
+// shrx instead of a copy and a shift. 7 instructions per lookup instead of 9.
 #define HPCNN_DECODE_ONE(v, out)                                                    \
   do {                                                                              \
     uint64_t i_ = (v) >> root_shift_r;                                              \
