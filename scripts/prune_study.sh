@@ -64,30 +64,49 @@ for m in "${models[@]}"; do
   v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-${defaults[1]}}}
   v=LOOP_DROP_$m; drop=${!v:-${LOOP_DROP:-${defaults[2]}}}
   v=FINAL_EPOCHS_$m; final_epochs=${!v:-${FINAL_EPOCHS:-${defaults[3]}}}
-  settings="{\"iterations\": $iterations, \"finetune_epochs\": $epochs, \"accuracy_drop\": $drop, \"final_epochs\": $final_epochs, \"seeds\": \"$seeds\", \"ranks\": $ranks}"
-  # A study folder (or a record copied into it) made with other settings would mix the seeds of
-  # two studies in one table: refused. More iterations are the one change allowed (finished loops
-  # are extended, below); other seeds are what a continued study adds.
-  if [ -f "$dir/settings.json" ]; then
-    $py - "$dir/settings.json" "$settings" <<'EOF' || exit 1
-import json, sys
-path, new = sys.argv[1], json.loads(sys.argv[2])
+  # The settings, checked and written by one block: each value must be a number of its kind (a
+  # typo in LOOP_DROP would otherwise reach settings.json and the loop). A study folder (or a
+  # record copied into it) made with other settings would mix the seeds of two studies in one
+  # table: refused. More iterations are the one change allowed (finished loops are extended,
+  # below); other seeds are what a continued study adds.
+  $py - "$dir/settings.json" "$m" "$iterations" "$epochs" "$drop" "$final_epochs" "$seeds" "$ranks" <<'EOF' || exit 1
+import json, os, sys
+path, model, *raw = sys.argv[1:]
+new = {}
+for (key, env, low), value in zip((("iterations", "LOOP_ITERATIONS", 1), ("finetune_epochs", "LOOP_EPOCHS", 1), ("accuracy_drop", "LOOP_DROP", 0),
+                                   ("final_epochs", "FINAL_EPOCHS", 1), ("seeds", "SEEDS", 1), ("ranks", "RANKS", 1)), raw):
+    if key == "seeds":
+        ok = value.split() != [] and all(s.isdigit() and int(s) >= low for s in value.split())
+        new[key] = value
+    else:
+        try:
+            new[key] = json.loads(value)
+        except ValueError:
+            new[key] = None
+        ok = type(new[key]) in ((int, float) if key == "accuracy_drop" else (int,)) and new[key] >= low
+    if not ok:
+        sys.exit(f"prune_study: error: {model}: {env}" + ("" if key in ("seeds", "ranks") else f" (or {env}_{model})") + f" is '{value}': "
+                 + ("a list of seeds, integers >= 1" if key == "seeds" else f"{'a number' if key == 'accuracy_drop' else 'an integer'} >= {low}"))
+if os.path.exists(path):
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        if not isinstance(old, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        sys.exit(f"prune_study: error: {path}: not readable as a study's settings ({e}); delete it or use another STUDY_OUT")
+    diff = [f"{k} {old.get(k)} -> {new[k]}" for k in ("finetune_epochs", "accuracy_drop", "final_epochs", "ranks") if old.get(k) != new[k]]
+    if not isinstance(old.get("iterations"), int) or old["iterations"] > new["iterations"]:
+        diff.append(f"iterations {old.get('iterations')} -> {new['iterations']} (only more iterations extend a study)")
+    if diff:
+        sys.exit(f"prune_study: error: {path} was made with other settings ({'; '.join(diff)}): its seeds would mix with this "
+                 "run's in one table; use another STUDY_OUT, or the same settings (LOOP_*, FINAL_EPOCHS, RANKS)")
 try:
-    with open(path) as f:
-        old = json.load(f)
-    if not isinstance(old, dict):
-        raise ValueError("not a JSON object")
-except (OSError, ValueError) as e:
-    sys.exit(f"prune_study: error: {path}: not readable as a study's settings ({e}); delete it or use another STUDY_OUT")
-diff = [f"{k} {old.get(k)} -> {new[k]}" for k in ("finetune_epochs", "accuracy_drop", "final_epochs", "ranks") if old.get(k) != new[k]]
-if not isinstance(old.get("iterations"), int) or old["iterations"] > new["iterations"]:
-    diff.append(f"iterations {old.get('iterations')} -> {new['iterations']} (only more iterations extend a study)")
-if diff:
-    sys.exit(f"prune_study: error: {path} was made with other settings ({'; '.join(diff)}): its seeds would mix with this "
-             "run's in one table; use another STUDY_OUT, or the same settings (LOOP_*, FINAL_EPOCHS, RANKS)")
+    with open(path, "w") as f:
+        f.write(json.dumps(new) + "\n")
+except OSError as e:
+    sys.exit(f"prune_study: error: cannot write {path}: {e.strerror}")
 EOF
-  fi
-  echo "$settings" > "$dir/settings.json"
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
     t=$SECONDS

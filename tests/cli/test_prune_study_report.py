@@ -111,3 +111,15 @@ def test_study_refuses_other_settings(tmp_path):
     p = subprocess.run(["bash", STUDY, "cnn"], env=env, capture_output=True, text=True, cwd=ROOT)
     assert "other settings" not in p.stderr
     assert json.loads((d / "settings.json").read_text())["iterations"] == 12
+
+
+def test_study_refuses_bad_settings(tmp_path):
+    """A setting that is not a number of its kind stops the study before any work, naming the
+    variable; nothing is written."""
+    for var, value, message in (("LOOP_DROP_cnn", "abc", "LOOP_DROP (or LOOP_DROP_cnn) is 'abc': a number >= 0"),
+                                ("LOOP_EPOCHS", "0", "LOOP_EPOCHS (or LOOP_EPOCHS_cnn) is '0': an integer >= 1"),
+                                ("SEEDS", "1,2", "SEEDS is '1,2': a list of seeds"), ("RANKS", "two", "RANKS is 'two': an integer >= 1")):
+        env = dict(os.environ, STUDY_OUT=str(tmp_path), HPCNN_BIN=str(tmp_path / "no-tools"), **{var: value})
+        p = subprocess.run(["bash", STUDY, "cnn"], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert p.returncode == 1 and message in p.stderr, p.stderr
+        assert not os.listdir(tmp_path / "cnn")
