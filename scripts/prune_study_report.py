@@ -138,10 +138,10 @@ def record(out, dest):
     whole, so that a study continued from the record runs that seed again rather than skipping a
     loop whose final model the record does not keep."""
     for model in NAMES:
+        unfinished = {run for run in glob.glob(os.path.join(out, model, "*-s*")) if not os.path.exists(os.path.join(run, "final_tuned.test.json"))}
         for pattern in RECORD:
             for src in glob.glob(os.path.join(out, model, pattern)):
-                run = os.path.relpath(src, os.path.join(out, model)).split(os.sep)[0]
-                if "-s" in run and not os.path.exists(os.path.join(out, model, run, "final_tuned.test.json")):
+                if os.path.dirname(src) in unfinished:
                     continue
                 target = os.path.join(dest, os.path.relpath(src, out))
                 os.makedirs(os.path.dirname(target), exist_ok=True)
