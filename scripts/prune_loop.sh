@@ -44,6 +44,16 @@
 #                          that stopped at its iteration limit goes on with a larger
 #                          --iterations K. Every option but --iterations must be the one the run
 #                          started with (DIR/options is checked).
+#   --replay LOG           rebuild a run from its log.json (e.g. a study record, when the run's
+#                          folder is lost): the first len(LOG) iterations are run again, each
+#                          candidate checked against LOG (parameters, kept channels); a rejected
+#                          one is not fine-tuned (LOG's validation accuracy is taken), an accepted
+#                          one is fine-tuned again (its model is needed) and its validation
+#                          accuracy must equal LOG's; any difference stops the run (the same
+#                          options, ranks and tools give the same result bit for bit). Later
+#                          iterations run as usual. Their log entries say "replayed": true, and
+#                          summary.json's seconds count the skipped fine-tunings at LOG's
+#                          durations: the loop's cost, not the replay's.
 # Environment: HPCNN_BIN (folder with prune-rate/ and dist-train/, default build/tools), MPIRUN.
 #
 # Outputs in DIR: final.onnx (the last accepted model, or a copy of MODEL), log.json (one entry per
@@ -57,7 +67,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0
 die() { echo "prune_loop: error: $*" >&2; exit 1; }
 
 model="" config="" out="" iterations=10 ranks=2 epochs=3 lr="" drop=0.1 validation=5000 margin=0.1 batches=100
-seed="" force=0 keep=() keep_list="" resume=0
+seed="" force=0 keep=() keep_list="" resume=0 replay=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) config=$2; shift 2 ;;
@@ -75,6 +85,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     -f) force=1; shift ;;
     --resume) resume=1 force=1; shift ;;
+    --replay) [ $# -ge 2 ] || die "--replay needs a log.json"; replay=$2; shift 2 ;;
     -h|--help) usage ;;
     -*) die "unknown option $1 (--help lists them)" ;;
     *) [ -z "$model" ] || die "one MODEL only ('$model' and '$1')"; model=$1; shift ;;
@@ -82,6 +93,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$model" ] && [ -n "$config" ] && [ -n "$out" ] || die "usage: prune_loop.sh MODEL --config TRAIN.json --out DIR [options]"
 [ -f "$model" ] || die "no model '$model'"
+if [ -n "$replay" ]; then
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, list) and all(isinstance(e, dict) and e.get('iteration') == k + 1 for k, e in enumerate(d))" \
+    "$replay" 2>/dev/null || die "--replay: '$replay' is not a loop's log.json (a list of iterations 1, 2, ...)"
+fi
 [ -f "$config" ] || die "no configuration '$config'"
 for v in iterations ranks epochs validation batches; do
   [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "--${v/epochs/finetune-epochs} must be a positive integer, not '${!v}'"
@@ -197,13 +212,43 @@ for ((; loop_done == 0 && i <= iterations; i++)); do
     if $py -c "import sys; sys.exit(0 if $bound < 0 else 1)"; then stop="upper bound below 0"; break; fi
     continue
   fi
+  replayed=false
+  if [ -n "$replay" ]; then
+    # Iteration i of the log being replayed: the same candidate, or the replay has diverged.
+    replayed=$($py - "$replay" "$i" "$dir/prune.json" "$dir/finetune.json" <<'EOF'
+import json, sys
+log, i, report, finetune = json.load(open(sys.argv[1])), int(sys.argv[2]), json.load(open(sys.argv[3])), sys.argv[4]
+if i > len(log):
+    print("false"); sys.exit()
+e = log[i - 1]
+kept = {g["layers"][0]: g["kept_channels"] for g in report["groups"] if g["prunable"]}
+if report["totals"]["params_after"] != e["params_after"] or kept != e["kept_channels"]:
+    sys.exit(f"iteration {i}: the candidate has {report['totals']['params_after']} parameters (kept channels {kept}), "
+             f"the log {e['params_after']} ({e['kept_channels']})")
+if e["accepted"]:
+    print("check"); sys.exit()
+with open(finetune, "w") as f:  # what the fine-tuning reported then
+    json.dump({"validation_accuracy": e["validation_accuracy"], "epochs_run": e["finetune_epochs"], "seconds": e["finetune_seconds"]}, f)
+print("true")
+EOF
+) || die "--replay: '$replay' diverged (see above): not the same options, tools or model"
+  fi
+  if [ "$replayed" = true ]; then
+    t0=$((t0 - $(json "$dir/finetune.json" "round(d['seconds'])")))  # the loop's cost counts the fine-tuning skipped
+  else
   # --resume auto: the fine-tuning of an interrupted iteration goes on from its checkpoint
   dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" --resume auto \
     --set lr.warmup_epochs=0 --set lr.decay=cosine --set final_polish_epochs=0 --set "stop_at_validation_accuracy=$early" \
     --set 'data.test_images=""' --set 'data.test_labels=""' \
     --metrics "$dir/metrics.jsonl" --checkpoint "$dir/ckpt" > "$dir/finetune.json"
   rm -f "$dir/ckpt"
+  fi
   acc=$(json "$dir/finetune.json" "d['validation_accuracy'] * 100")
+  if [ "$replayed" = check ]; then
+    want=$(json "$replay" "d[$i - 1]['validation_accuracy'] * 100")  # a count over the validation split: equal or >= 1 sample apart
+    $py -c "import sys; sys.exit(0 if abs($acc - $want) < 1e-9 else 1)" ||
+      die "--replay: iteration $i: validation accuracy $acc% after fine-tuning, the log says $want%: not the same options, tools or ranks"
+  fi
   accepted=$($py -c "print('true' if $acc / 100 > $goal else 'false')")
   if [ "$accepted" = true ]; then
     next=$(json "$dir/prune.json" "repr(d['data_driven']['upper_bound']['next_if_accepted'])")
@@ -226,6 +271,8 @@ e = {"iteration": int(sys.argv[3]), "accepted": sys.argv[4] == "true",
      "rates": {g["layers"][0]: g["rate"] for g in r["groups"] if g["prunable"]},
      "kept_channels": {g["layers"][0]: g["kept_channels"] for g in r["groups"] if g["prunable"]},
      "current_model": sys.argv[7]}
+if "$replayed" == "true":
+    e["replayed"] = True
 print("$sep" + json.dumps(e))
 EOF
   sep=","

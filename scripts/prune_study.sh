@@ -25,6 +25,11 @@
 # machine). A study folder made with other settings (settings.json: epochs, bar, final epochs,
 # ranks; fewer iterations) is refused before any work, so that seeds of two studies never mix.
 #
+# A lost study folder is rebuilt from its record with STUDY_REPLAY=docs/prune_study/<name>: the
+# record's base model and settings are copied in and each seed's loop is replayed from its log
+# (prune_loop.sh --replay: only accepted iterations are fine-tuned again, and every iteration must
+# come out as logged), e.g. to extend a recorded study to more iterations on a new machine.
+#
 # Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study),
 # LOOP_ITERATIONS (CNN 12, ResNet-20 8), LOOP_EPOCHS (fine-tuning epochs per iteration at most;
 # the first epoch above the goal ends it: CNN 4, ResNet-20 12), LOOP_DROP (allowed
@@ -60,6 +65,13 @@ for m in "${models[@]}"; do
   esac
   dir=$out/$m
   mkdir -p "$dir"
+  # STUDY_REPLAY=RECORD: a study whose folder was lost is rebuilt from its record: the record's
+  # base model and settings, and each loop replayed from its log (prune_loop.sh --replay).
+  rec=${STUDY_REPLAY:+$STUDY_REPLAY/$m}
+  if [ -n "$rec" ] && [ ! -f "$dir/base.onnx" ]; then
+    [ -f "$rec/base.onnx" ] && [ -f "$rec/settings.json" ] || { echo "prune_study: error: STUDY_REPLAY: no $rec/base.onnx or settings.json" >&2; exit 1; }
+    for f in settings.json base.onnx base.seconds base.summary.json; do [ ! -f "$rec/$f" ] || cp "$rec/$f" "$dir/"; done
+  fi
   v=LOOP_ITERATIONS_$m; iterations=${!v:-${LOOP_ITERATIONS:-${defaults[0]}}}
   v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-${defaults[1]}}}
   v=LOOP_DROP_$m; drop=${!v:-${LOOP_DROP:-${defaults[2]}}}
@@ -143,6 +155,7 @@ EOF
       log "$m: pruning loop, seed $s"
       resume=()
       [ ! -f "$dir/loop-s$s/state.sh" ] || resume=(--resume)  # an interrupted loop
+      [ -z "$rec" ] || [ ! -f "$rec/loop-s$s/log.json" ] || resume+=(--replay "$rec/loop-s$s/log.json")
       bash scripts/prune_loop.sh "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f "${resume[@]}" --seed "$s" \
         --iterations "$iterations" --finetune-epochs "$epochs" --finetune-lr "$lr" --accuracy-drop "$drop" --ranks "$ranks" > /dev/null
     fi

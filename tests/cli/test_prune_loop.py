@@ -152,3 +152,63 @@ def test_resume_after_a_kill(tmp_path):
     assert final.keys() == ref_final.keys()
     for k in final:
         np.testing.assert_array_equal(final[k], ref_final[k])
+
+
+def test_replay_rebuilds_a_run_from_its_log(tmp_path):
+    """--replay LOG: a run rebuilt from a finished run's log.json ends as that run did (decisions,
+    bounds, kept channels, final weights bit for bit): rejected iterations are taken from the log
+    without fine-tuning, accepted ones are fine-tuned again and checked; iterations past the log run
+    as usual. A log that does not match the run (tampered accuracy or channels) stops it with an
+    error naming the iteration; a file that is no loop log is refused before any work."""
+    strip = lambda log: [{k: v for k, v in e.items() if k not in ("finetune_seconds", "current_model", "replayed")}  # noqa: E731
+                         for e in log]
+    env = dict(os.environ, HPCNN_BIN=H.BIN_DIR, OMP_NUM_THREADS="1")
+
+    def run(where, log, *args, iterations):
+        where.mkdir()
+        cfg = config(where, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
+        return subprocess.run(["bash", LOOP, where / "tiny.onnx", "--config", cfg, "--out", where / "loop", "--ranks", "1",
+                               "--iterations", str(iterations), "--finetune-epochs", "1", "--batches", "2", "--validation", "500",
+                               "--replay", log, *map(str, args)], env=env, capture_output=True, text=True, timeout=600)
+
+    # Rejected iterations: nothing is fine-tuned again.
+    (tmp_path / "rej").mkdir()
+    ref_log, ref_summary, _, _ = loop(tmp_path / "rej", "--accuracy-drop", -100, iterations=2)
+    r = run(tmp_path / "rej2", tmp_path / "rej" / "loop" / "log.json", "--accuracy-drop", -100, iterations=2)
+    assert r.returncode == 0, r.stderr
+    log = json.load(open(tmp_path / "rej2" / "loop" / "log.json"))
+    assert strip(log) == strip(ref_log) and all(e["replayed"] for e in log)
+    assert [e["finetune_seconds"] for e in log] == [e["finetune_seconds"] for e in ref_log]
+    assert not list((tmp_path / "rej2" / "loop").glob("it*/tuned.onnx"))
+    summary = json.load(open(tmp_path / "rej2" / "loop" / "summary.json"))
+    assert summary["seconds"] >= sum(round(e["finetune_seconds"]) for e in ref_log)
+
+    # Accepted iterations are fine-tuned again; one more iteration than the log runs as usual.
+    (tmp_path / "acc").mkdir()
+    ref3_log, _, _, ref3_out = loop(tmp_path / "acc", "--accuracy-drop", 100, iterations=3)
+    short = tmp_path / "two.json"
+    json.dump(ref3_log[:2], open(short, "w"))
+    r = run(tmp_path / "acc2", short, "--accuracy-drop", 100, iterations=3)
+    assert r.returncode == 0, r.stderr
+    log = json.load(open(tmp_path / "acc2" / "loop" / "log.json"))
+    assert strip(log) == strip(ref3_log) and not any(e.get("replayed") for e in log)
+    final, ref_final = params(tmp_path / "acc2" / "loop" / "final.onnx"), params(ref3_out / "final.onnx")
+    assert final.keys() == ref_final.keys()
+    for k in final:
+        np.testing.assert_array_equal(final[k], ref_final[k])
+
+    # A log the run does not reproduce.
+    bad = json.loads(json.dumps(ref3_log[:2]))
+    bad[1]["validation_accuracy"] += 0.002
+    json.dump(bad, open(tmp_path / "bad_acc.json", "w"))
+    r = run(tmp_path / "acc3", tmp_path / "bad_acc.json", "--accuracy-drop", 100, iterations=2)
+    assert r.returncode == 1 and "iteration 2: validation accuracy" in r.stderr, r.stderr
+    bad = json.loads(json.dumps(ref_log))
+    bad[0]["kept_channels"] = {k: v + 1 for k, v in bad[0]["kept_channels"].items()}
+    json.dump(bad, open(tmp_path / "bad_kept.json", "w"))
+    r = run(tmp_path / "rej3", tmp_path / "bad_kept.json", "--accuracy-drop", -100, iterations=2)
+    assert r.returncode == 1 and "diverged" in r.stderr and "iteration 1:" in r.stderr, r.stderr
+    (tmp_path / "none.json").write_text('{"iteration": 1}')
+    r = run(tmp_path / "none", tmp_path / "none.json", iterations=1)
+    assert r.returncode == 1 and "is not a loop's log.json" in r.stderr, r.stderr
+    assert not (tmp_path / "none" / "loop").exists()
