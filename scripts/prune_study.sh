@@ -17,18 +17,22 @@
 #      count comes closest to the loop's final model, then fine-tuned for the same FINAL_EPOCHS
 #      (same learning rate, same seed): the same fine-tuning budget after pruning. The loop's
 #      search (its iterations' fine-tuning, accepted or not) is its cost, reported apart.
-#   4. inference speed (dist-train --evaluate on the 10,000 test images, one process) of base and
-#      of each final model.
+#   4. inference speed (dist-train --evaluate on the 10,000 test images, one process, 2 threads,
+#      the best of 3 runs) of base before the seeds, and of each seed's two final models as soon
+#      as both are there (nothing else of the study runs then).
 # Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png
 # (and, with STUDY_RECORD=DIR, copies the small files they are made from and the base model into DIR, e.g.
 # docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
-# machine). A study folder made with other settings (settings.json: epochs, bar, final epochs,
+# machine); with STUDY_RECORD, after every seed too, and `prune_study_report.py OUT --record DIR`
+# run by hand while a study runs also keeps the iterations of an unfinished loop. A study folder made with other settings (settings.json: epochs, bar, final epochs,
 # ranks; fewer iterations) is refused before any work, so that seeds of two studies never mix.
 #
 # A lost study folder is rebuilt from its record with STUDY_REPLAY=docs/prune_study/<name>: the
-# record's base model and settings are copied in and each seed's loop is replayed from its log
-# (prune_loop.sh --replay: only accepted iterations are fine-tuned again, and every iteration must
-# come out as logged), e.g. to extend a recorded study to more iterations on a new machine.
+# record's base model and settings are copied in, the seeds the record finished at these settings
+# are copied too, and every other seed's loop is replayed from the record's log (prune_loop.sh
+# --replay: only accepted iterations are fine-tuned again, and every iteration must come out as
+# logged), e.g. to extend a recorded study to more iterations, or to go on with a study whose
+# machine was lost, on a new machine.
 #
 # Environment: HPCNN_BIN (the tools, default build/tools), STUDY_OUT (default out/study),
 # LOOP_ITERATIONS (CNN 12, ResNet-20 8), LOOP_EPOCHS (fine-tuning epochs per iteration at most;
@@ -129,6 +133,22 @@ EOF
     echo "$((SECONDS - t))" > "$dir/base.seconds"  # of the last run only, when it was resumed
   fi
   lr=$($bin/dist-train/dist-train --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
+  # Inference speed: one process, the test set, 3 runs, the best.
+  speed() {  # MODEL...: MODEL.speed.json, unless there
+    local f best
+    for f in "$@"; do
+      [ -f "$f" ] || continue             # a pattern that matched nothing (seeds taken from a record)
+      [ -f "$f.speed.json" ] && continue
+      best=0
+      for _ in 1 2 3; do
+        OMP_NUM_THREADS=2 $bin/dist-train/dist-train --config "$config" --threads 2 --evaluate "$f" > "$f.eval.json"
+        best=$($py -c "import json; e=json.load(open('$f.eval.json')); print(max($best, e['samples'] / e['seconds']))")
+      done
+      $py -c "import json; json.dump({'images_per_second': $best, 'test_accuracy': json.load(open('$f.eval.json'))['test_accuracy']}, open('$f.speed.json', 'w'))"
+      rm -f "$f.eval.json"
+    done
+  }
+  speed "$dir/base.onnx"
   # The same final fine-tuning for both methods (a function: the same command for each).
   finetune() {  # MODEL OUT_DIR: OUT_DIR/final_tuned.onnx and its summary, test accuracy, seconds
     local t=$SECONDS  # --resume auto: an interrupted fine-tuning goes on from its checkpoint
@@ -144,6 +164,12 @@ EOF
   for s in $seeds; do
     # A loop that finished at a smaller iteration limit goes on to the new one (prune_loop.sh
     # --resume --iterations): its final fine-tuning and its uniform baseline are redone.
+    # A seed the record being replayed finished at these settings (not one to extend) is copied.
+    if [ -n "$rec" ] && [ ! -e "$dir/loop-s$s" ] && [ -f "$rec/loop-s$s/final_tuned.test.json" ] && [ -f "$rec/uniform-s$s/final_tuned.test.json" ] &&
+      $py -c "import json,sys; d=json.load(open('$rec/loop-s$s/summary.json')); sys.exit(1 if d['stopped_by'] == 'iteration limit' and d['iterations'] < $iterations else 0)"; then
+      log "$m: seed $s: taken from $rec"
+      cp -r "$rec/loop-s$s" "$rec/uniform-s$s" "$dir/"
+    fi
     extend=0
     if [ -f "$dir/loop-s$s/summary.json" ] && [ -f "$dir/loop-s$s/state.sh" ] &&
       $py -c "import json,sys; d=json.load(open('$dir/loop-s$s/summary.json')); sys.exit(0 if d['stopped_by'] == 'iteration limit' and d['iterations'] < $iterations else 1)"; then
@@ -185,19 +211,11 @@ json.dump({"rate": float(sys.argv[2]), "params_before": r["totals"]["params_befo
           open(f"{u}/summary.json", "w"), indent=1)
 EOF
     fi
+    speed "$dir/loop-s$s/final_tuned.onnx" "$u/final_tuned.onnx"
+    # The record after every seed: what a study that is stopped here keeps.
+    [ -z "${STUDY_RECORD:-}" ] || $py scripts/prune_study_report.py "$out" --record "$STUDY_RECORD" > /dev/null
   done
-  # Inference speed: one process, the test set, 3 runs, the best.
-  for f in "$dir/base.onnx" "$dir"/loop-s*/final_tuned.onnx "$dir"/uniform-s*/final_tuned.onnx; do
-    [ -f "$f" ] || continue             # a pattern that matched nothing (seeds taken from a record)
-    [ -f "$f.speed.json" ] && continue
-    best=0
-    for _ in 1 2 3; do
-      OMP_NUM_THREADS=2 $bin/dist-train/dist-train --config "$config" --threads 2 --evaluate "$f" > "$f.eval.json"
-      best=$($py -c "import json; e=json.load(open('$f.eval.json')); print(max($best, e['samples'] / e['seconds']))")
-    done
-    $py -c "import json; json.dump({'images_per_second': $best, 'test_accuracy': json.load(open('$f.eval.json'))['test_accuracy']}, open('$f.speed.json', 'w'))"
-    rm -f "$f.eval.json"
-  done
+  speed "$dir"/loop-s*/final_tuned.onnx "$dir"/uniform-s*/final_tuned.onnx  # seeds of an earlier run of this script
 done
 $py scripts/prune_study_report.py "$out" ${STUDY_RECORD:+--record "$STUDY_RECORD"}
 echo "$((SECONDS - t_start))" >> "$out/wall_seconds"  # one line per run of this script

@@ -10,7 +10,8 @@ accuracies, speeds, seconds: kilobytes) and the trained base model every seed st
 in the repository (docs/prune_study/), its table and plot remade from the record alone
 (prune_study_report.py DIR), and more seeds added to it without training the base again (copy
 DIR's <model>/ into OUT and run scripts/prune_study.sh with the same settings: the steps whose
-outputs the record holds are skipped)."""
+outputs the record holds are skipped; or STUDY_REPLAY=DIR, which also rebuilds the loops of
+unfinished seeds from the iterations the record keeps of them)."""
 import argparse
 import glob
 import json
@@ -132,13 +133,41 @@ RECORD = ["settings.json", "base.onnx", "base.onnx.speed.json", "base.seconds", 
           "uniform-s*/prune.json"]
 
 
+def partial_log(run):
+    """The iterations a loop that has not finished has logged so far (prune_loop.sh's log.json.tmp,
+    cut where its state.sh says, as --resume does), or None."""
+    try:
+        with open(os.path.join(run, "state.sh")) as f:
+            size = next(int(line.split("=")[1].strip("\"\n")) for line in f if line.startswith("declare -- log_bytes="))
+        with open(os.path.join(run, "log.json.tmp")) as f:
+            log = json.loads(f.read()[:size] + "]")
+    except (OSError, StopIteration, ValueError):
+        return None
+    return log or None
+
+
 def record(out, dest):
     """Copies the RECORD files of OUT into DEST. A seed's run folder that is not finished (no
     final_tuned.test.json yet: a loop whose final fine-tuning is still to come, say) is left out
     whole, so that a study continued from the record runs that seed again rather than skipping a
-    loop whose final model the record does not keep."""
+    loop whose final model the record does not keep; what DEST held for it (and for that seed's
+    uniform rate, which follows the loop's result) is removed. Of such a loop the record keeps the
+    iterations logged so far, as loop-s<s>/log.json alone, for prune_study.sh's STUDY_REPLAY to
+    rebuild it from (a study that outlives its machine)."""
     for model in NAMES:
         unfinished = {run for run in glob.glob(os.path.join(out, model, "*-s*")) if not os.path.exists(os.path.join(run, "final_tuned.test.json"))}
+        # A seed's uniform rate follows its loop's result: an unfinished loop's is redone.
+        unfinished |= {run.replace(f"{os.sep}loop-s", f"{os.sep}uniform-s") for run in unfinished if os.path.basename(run).startswith("loop-s")}
+        for run in unfinished:
+            target = os.path.join(dest, os.path.relpath(run, out))
+            shutil.rmtree(target, ignore_errors=True)
+            log = partial_log(run) if os.path.basename(run).startswith("loop-") else None
+            if log is None and os.path.exists(os.path.join(run, "log.json")) and not os.path.exists(os.path.join(run, "state.sh")):
+                log = load(os.path.join(run, "log.json"))  # a finished loop before its final fine-tuning
+            if log:
+                os.makedirs(target)
+                with open(os.path.join(target, "log.json"), "w") as f:
+                    f.write("[" + ",\n".join(json.dumps(e) for e in log) + "]\n")
         for pattern in RECORD:
             for src in glob.glob(os.path.join(out, model, pattern)):
                 if os.path.dirname(src) in unfinished:

@@ -79,6 +79,29 @@ def test_table_and_record(tmp_path):
     assert report(rec) == table
 
 
+def test_record_keeps_the_iterations_of_an_unfinished_loop(tmp_path):
+    """A loop still running when the record is made: the record keeps the iterations its state.sh
+    counts (not a half-written entry after them) as loop-s<s>/log.json alone, for STUDY_REPLAY, and
+    what the record held for that seed before (a finished shorter run, say) is removed; the table
+    made from the record leaves the seed out."""
+    out = str(tmp_path / "study")
+    make_study(out)
+    run = os.path.join(out, "cnn", "loop-s4")
+    entries = [{"iteration": 1, "accepted": False}, {"iteration": 2, "accepted": True}]
+    head = "[\n" + json.dumps(entries[0]) + "\n," + json.dumps(entries[1]) + "\n"
+    write(os.path.join(run, "log.json.tmp"), head + ',{"iteration": 3, "acc')  # killed while writing iteration 3
+    write(os.path.join(run, "state.sh"), f'declare -- i="3"\ndeclare -- log_bytes="{len(head)}"\ndeclare -- elapsed="10"\n')
+    rec = str(tmp_path / "record")
+    write(os.path.join(rec, "cnn", "loop-s4", "summary.json"), {"stale": True})
+    write(os.path.join(rec, "cnn", "uniform-s4", "final_tuned.test.json"), {"stale": True})
+    table = report(out, "--record", rec)
+    assert json.load(open(os.path.join(rec, "cnn", "loop-s4", "log.json"))) == entries
+    assert os.listdir(os.path.join(rec, "cnn", "loop-s4")) == ["log.json"]
+    assert not os.path.exists(os.path.join(rec, "cnn", "uniform-s4"))
+    assert not os.path.exists(os.path.join(rec, "cnn", "loop-s3"))  # nothing logged: nothing kept
+    assert report(rec) == table
+
+
 def test_no_study_is_an_error(tmp_path):
     for out in (tmp_path / "missing", tmp_path):  # no folder; a folder with no trained model
         p = report(str(out), check=False)
@@ -123,3 +146,33 @@ def test_study_refuses_bad_settings(tmp_path):
         p = subprocess.run(["bash", STUDY, "cnn"], env=env, capture_output=True, text=True, cwd=ROOT)
         assert p.returncode == 1 and message in p.stderr, p.stderr
         assert not os.listdir(tmp_path / "cnn")
+
+
+def test_study_replay_takes_the_seeds_a_record_finished(tmp_path):
+    """STUDY_REPLAY=RECORD on an empty study folder: the record's base model and settings are
+    copied in, the base's speed is measured, a seed the record finished at these settings is taken
+    as it is (no loop, fine-tuning or baseline is run again), and the table lists it."""
+    import hpcnn_test as H
+    from test_dist_train import tiny_cnn
+    rec, out = tmp_path / "rec", tmp_path / "out"
+    d = rec / "cnn"
+    d.mkdir(parents=True)
+    tiny_cnn(d / "base.onnx")
+    write(str(d / "settings.json"), {"iterations": 12, "finetune_epochs": 4, "accuracy_drop": 0.2, "final_epochs": 10, "seeds": "1", "ranks": 1})
+    write(str(d / "loop-s1" / "summary.json"), {"params_before": 400000, "params_after": 200000, "macs_before": 9000000,
+                                                  "macs_after": 4000000, "iterations": 3, "stopped_by": "no layer changes", "seconds": 900})
+    write(str(d / "loop-s1" / "log.json"), [{"iteration": k, "finetune_epochs": 4} for k in (1, 2, 3)])
+    write(str(d / "uniform-s1" / "summary.json"), {"rate": 0.5, "params_before": 400000, "params_after": 200000,
+                                                     "macs_before": 9000000, "macs_after": 3000000})
+    for run, acc in (("loop-s1", 0.9310), ("uniform-s1", 0.9250)):
+        write(str(d / run / "final_tuned.test.json"), {"test_accuracy": acc})
+        write(str(d / run / "final_tuned.seconds"), "300")
+        write(str(d / run / "final_tuned.onnx.speed.json"), {"images_per_second": 2000.0, "test_accuracy": acc})
+    env = dict(os.environ, STUDY_OUT=str(out), STUDY_REPLAY=str(rec), SEEDS="1", RANKS="1", HPCNN_BIN=H.BIN_DIR)
+    p = subprocess.run(["bash", STUDY, "cnn"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert f"seed 1: taken from {rec}/cnn" in p.stderr and "pruning loop" not in p.stderr and "fine-tuning" not in p.stderr
+    assert (out / "cnn" / "base.onnx").read_bytes() == (d / "base.onnx").read_bytes()
+    assert json.load(open(out / "cnn" / "base.onnx.speed.json"))["images_per_second"] > 0
+    table = (out / "table.md").read_text()
+    assert "| CNN | automatic rates (loop) | 400,000 → 200,000 (−50.0%) |" in table and "93.10" in table
