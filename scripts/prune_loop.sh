@@ -236,12 +236,12 @@ EOF
   if [ "$replayed" = true ]; then
     t0=$((t0 - $(json "$dir/finetune.json" "round(d['seconds'])")))  # the loop's cost counts the fine-tuning skipped
   else
-  # --resume auto: the fine-tuning of an interrupted iteration goes on from its checkpoint
-  dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" --resume auto \
-    --set lr.warmup_epochs=0 --set lr.decay=cosine --set final_polish_epochs=0 --set "stop_at_validation_accuracy=$early" \
-    --set 'data.test_images=""' --set 'data.test_labels=""' \
-    --metrics "$dir/metrics.jsonl" --checkpoint "$dir/ckpt" > "$dir/finetune.json"
-  rm -f "$dir/ckpt"
+    # --resume auto: the fine-tuning of an interrupted iteration goes on from its checkpoint
+    dist --model "$dir/candidate.onnx" -o "$dir/tuned.onnx" -f --epochs "$epochs" --lr "$lr" --resume auto \
+      --set lr.warmup_epochs=0 --set lr.decay=cosine --set final_polish_epochs=0 --set "stop_at_validation_accuracy=$early" \
+      --set 'data.test_images=""' --set 'data.test_labels=""' \
+      --metrics "$dir/metrics.jsonl" --checkpoint "$dir/ckpt" > "$dir/finetune.json"
+    rm -f "$dir/ckpt"
   fi
   acc=$(json "$dir/finetune.json" "d['validation_accuracy'] * 100")
   if [ "$replayed" = check ]; then

@@ -24,8 +24,9 @@
 # (and, with STUDY_RECORD=DIR, copies the small files they are made from and the base model into DIR, e.g.
 # docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
 # machine); with STUDY_RECORD, after every seed too, and `prune_study_report.py OUT --record DIR`
-# run by hand while a study runs also keeps the iterations of an unfinished loop. A study folder made with other settings (settings.json: epochs, bar, final epochs,
-# ranks; fewer iterations) is refused before any work, so that seeds of two studies never mix.
+# run by hand while a study runs also keeps the iterations of an unfinished loop. A study folder
+# made with other settings (settings.json: epochs, bar, final epochs, ranks; fewer iterations) is
+# refused before any work, so that seeds of two studies never mix.
 #
 # A lost study folder is rebuilt from its record with STUDY_REPLAY=docs/prune_study/<name>: the
 # record's base model and settings are copied in, the seeds the record finished at these settings
@@ -71,7 +72,8 @@ for m in "${models[@]}"; do
   dir=$out/$m
   mkdir -p "$dir"
   # STUDY_REPLAY=RECORD: a study whose folder was lost is rebuilt from its record: the record's
-  # base model and settings, and each loop replayed from its log (prune_loop.sh --replay).
+  # base model and settings, the seeds it finished, and each other loop replayed from its log
+  # (prune_loop.sh --replay).
   rec=${STUDY_REPLAY:+$STUDY_REPLAY/$m}
   if [ -n "$rec" ] && [ ! -f "$dir/base.onnx" ]; then
     [ -f "$rec/base.onnx" ] && [ -f "$rec/settings.json" ] || { echo "prune_study: error: STUDY_REPLAY: no $rec/base.onnx or settings.json" >&2; exit 1; }
@@ -162,18 +164,20 @@ EOF
     "${launch[@]}" $bin/dist-train/dist-train --config "$config" --set data.validation_samples=5000 \
       --evaluate "$2/final_tuned.onnx" --split test > "$2/final_tuned.test.json"
   }
+  extendable() {  # SUMMARY: a loop that stopped at a smaller iteration limit than this run's
+    $py -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['stopped_by'] == 'iteration limit' and d['iterations'] < $iterations else 1)" "$1"
+  }
   for s in $seeds; do
-    # A loop that finished at a smaller iteration limit goes on to the new one (prune_loop.sh
-    # --resume --iterations): its final fine-tuning and its uniform baseline are redone.
     # A seed the record being replayed finished at these settings (not one to extend) is copied.
     if [ -n "$rec" ] && [ ! -e "$dir/loop-s$s" ] && [ -f "$rec/loop-s$s/final_tuned.test.json" ] && [ -f "$rec/uniform-s$s/final_tuned.test.json" ] &&
-      $py -c "import json,sys; d=json.load(open('$rec/loop-s$s/summary.json')); sys.exit(1 if d['stopped_by'] == 'iteration limit' and d['iterations'] < $iterations else 0)"; then
+      ! extendable "$rec/loop-s$s/summary.json"; then
       log "$m: seed $s: taken from $rec"
       cp -r "$rec/loop-s$s" "$rec/uniform-s$s" "$dir/"
     fi
+    # A loop that finished at a smaller iteration limit goes on to the new one (prune_loop.sh
+    # --resume --iterations): its final fine-tuning and its uniform baseline are redone.
     extend=0
-    if [ -f "$dir/loop-s$s/summary.json" ] && [ -f "$dir/loop-s$s/state.sh" ] &&
-      $py -c "import json,sys; d=json.load(open('$dir/loop-s$s/summary.json')); sys.exit(0 if d['stopped_by'] == 'iteration limit' and d['iterations'] < $iterations else 1)"; then
+    if [ -f "$dir/loop-s$s/summary.json" ] && [ -f "$dir/loop-s$s/state.sh" ] && extendable "$dir/loop-s$s/summary.json"; then
       log "$m: seed $s: the loop goes on to $iterations iterations"
       extend=1
       rm -f "$dir/loop-s$s"/final_tuned.* "$dir/loop-s$s/ckpt" "$dir/uniform-s$s/summary.json" "$dir/uniform-s$s"/final_tuned.* "$dir/uniform-s$s/ckpt"

@@ -162,8 +162,6 @@ def record(out, dest):
             target = os.path.join(dest, os.path.relpath(run, out))
             shutil.rmtree(target, ignore_errors=True)
             log = partial_log(run) if os.path.basename(run).startswith("loop-") else None
-            if log is None and os.path.exists(os.path.join(run, "log.json")) and not os.path.exists(os.path.join(run, "state.sh")):
-                log = load(os.path.join(run, "log.json"))  # a finished loop before its final fine-tuning
             if log:
                 os.makedirs(target)
                 with open(os.path.join(target, "log.json"), "w") as f:
