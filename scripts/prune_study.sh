@@ -25,8 +25,9 @@
 # docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
 # machine); with STUDY_RECORD, after every seed too, and `prune_study_report.py OUT --record DIR`
 # run by hand while a study runs also keeps the iterations of an unfinished loop. A study folder
-# made with other settings (settings.json: epochs, bar, final epochs, ranks; fewer iterations) is
-# refused before any work, so that seeds of two studies never mix.
+# (or a record replayed into it) made with other settings (settings.json: epochs, bar, final
+# epochs, ranks; fewer iterations) is refused before any work, so that seeds of two studies never
+# mix: a record is checked before anything of it is copied.
 #
 # A lost study folder is rebuilt from its record with STUDY_REPLAY=docs/prune_study/<name>: the
 # record's base model and settings are copied in, the seeds the record finished at these settings
@@ -70,15 +71,16 @@ for m in "${models[@]}"; do
     *) echo "prune_study: unknown model '$m' (cnn, resnet20)" >&2; exit 1 ;;
   esac
   dir=$out/$m
-  mkdir -p "$dir"
   # STUDY_REPLAY=RECORD: a study whose folder was lost is rebuilt from its record: the record's
-  # base model and settings, the seeds it finished, and each other loop replayed from its log
-  # (prune_loop.sh --replay).
+  # base model and settings (checked below before anything is copied), the seeds it finished, and
+  # each other loop replayed from its log (prune_loop.sh --replay).
   rec=${STUDY_REPLAY:+$STUDY_REPLAY/$m}
+  settings_before=$dir/settings.json
   if [ -n "$rec" ] && [ ! -f "$dir/base.onnx" ]; then
     [ -f "$rec/base.onnx" ] && [ -f "$rec/settings.json" ] || { echo "prune_study: error: STUDY_REPLAY: no $rec/base.onnx or settings.json" >&2; exit 1; }
-    for f in settings.json base.onnx base.seconds base.summary.json; do [ ! -f "$rec/$f" ] || cp "$rec/$f" "$dir/"; done
+    settings_before=$rec/settings.json
   fi
+  mkdir -p "$dir"
   v=LOOP_ITERATIONS_$m; iterations=${!v:-${LOOP_ITERATIONS:-${defaults[0]}}}
   v=LOOP_EPOCHS_$m; epochs=${!v:-${LOOP_EPOCHS:-${defaults[1]}}}
   v=LOOP_DROP_$m; drop=${!v:-${LOOP_DROP:-${defaults[2]}}}
@@ -88,9 +90,9 @@ for m in "${models[@]}"; do
   # record copied into it) made with other settings would mix the seeds of two studies in one
   # table: refused. More iterations are the one change allowed (finished loops are extended,
   # below); other seeds are what a continued study adds.
-  $py - "$dir/settings.json" "$m" "$iterations" "$epochs" "$drop" "$final_epochs" "$seeds" "$ranks" <<'EOF' || exit 1
+  $py - "$settings_before" "$dir/settings.json" "$m" "$iterations" "$epochs" "$drop" "$final_epochs" "$seeds" "$ranks" <<'EOF' || exit 1
 import json, os, sys
-path, model, *raw = sys.argv[1:]
+old_path, path, model, *raw = sys.argv[1:]  # the settings to continue (this folder's or the record's), the folder's
 new = {}
 for (key, env, low), value in zip((("iterations", "LOOP_ITERATIONS", 1), ("finetune_epochs", "LOOP_EPOCHS", 1), ("accuracy_drop", "LOOP_DROP", 0),
                                    ("final_epochs", "FINAL_EPOCHS", 1), ("seeds", "SEEDS", 1), ("ranks", "RANKS", 1)), raw):
@@ -106,19 +108,19 @@ for (key, env, low), value in zip((("iterations", "LOOP_ITERATIONS", 1), ("finet
     if not ok:
         sys.exit(f"prune_study: error: {model}: {env}" + ("" if key in ("seeds", "ranks") else f" (or {env}_{model})") + f" is '{value}': "
                  + ("a list of seeds, integers >= 1" if key == "seeds" else f"{'a number' if key == 'accuracy_drop' else 'an integer'} >= {low}"))
-if os.path.exists(path):
+if os.path.exists(old_path):
     try:
-        with open(path) as f:
+        with open(old_path) as f:
             old = json.load(f)
         if not isinstance(old, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as e:
-        sys.exit(f"prune_study: error: {path}: not readable as a study's settings ({e}); delete it or use another STUDY_OUT")
+        sys.exit(f"prune_study: error: {old_path}: not readable as a study's settings ({e}); delete it or use another STUDY_OUT")
     diff = [f"{k} {old.get(k)} -> {new[k]}" for k in ("finetune_epochs", "accuracy_drop", "final_epochs", "ranks") if old.get(k) != new[k]]
     if not isinstance(old.get("iterations"), int) or old["iterations"] > new["iterations"]:
         diff.append(f"iterations {old.get('iterations')} -> {new['iterations']} (only more iterations extend a study)")
     if diff:
-        sys.exit(f"prune_study: error: {path} was made with other settings ({'; '.join(diff)}): its seeds would mix with this "
+        sys.exit(f"prune_study: error: {old_path} was made with other settings ({'; '.join(diff)}): its seeds would mix with this "
                  "run's in one table; use another STUDY_OUT, or the same settings (LOOP_*, FINAL_EPOCHS, RANKS)")
 try:
     with open(path, "w") as f:
@@ -126,6 +128,9 @@ try:
 except OSError as e:
     sys.exit(f"prune_study: error: cannot write {path}: {e.strerror}")
 EOF
+  if [ "$settings_before" != "$dir/settings.json" ]; then
+    for f in base.onnx base.seconds base.summary.json; do [ ! -f "$rec/$f" ] || cp "$rec/$f" "$dir/"; done
+  fi
   if [ ! -f "$dir/base.onnx" ]; then
     log "$m: training the base model"
     t=$SECONDS

@@ -176,3 +176,19 @@ def test_study_replay_takes_the_seeds_a_record_finished(tmp_path):
     assert json.load(open(out / "cnn" / "base.onnx.speed.json"))["images_per_second"] > 0
     table = (out / "table.md").read_text()
     assert "| CNN | automatic rates (loop) | 400,000 → 200,000 (−50.0%) |" in table and "93.10" in table
+
+
+def test_study_replay_refuses_a_record_of_other_settings(tmp_path):
+    """STUDY_REPLAY=RECORD whose settings differ from this run's (or a folder that is no record):
+    an error naming the record's file and the difference, and nothing copied or written."""
+    rec, out = tmp_path / "rec", tmp_path / "out"
+    write(str(rec / "cnn" / "base.onnx"), "not read")
+    write(str(rec / "cnn" / "settings.json"), {"iterations": 12, "finetune_epochs": 4, "accuracy_drop": 0.6, "final_epochs": 10,
+                                               "seeds": "1", "ranks": 2})
+    env = dict(os.environ, STUDY_OUT=str(out), STUDY_REPLAY=str(rec), HPCNN_BIN=str(tmp_path / "no-tools"))
+    p = subprocess.run(["bash", STUDY, "cnn"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 1 and f"{rec}/cnn/settings.json was made with other settings" in p.stderr and "accuracy_drop 0.6 -> 0.2" in p.stderr, p.stderr
+    assert not (out / "cnn").exists() or not os.listdir(out / "cnn")
+    p = subprocess.run(["bash", STUDY, "cnn"], env=dict(env, STUDY_REPLAY=str(tmp_path / "none")), capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 1 and "STUDY_REPLAY: no" in p.stderr, p.stderr
+    assert not (out / "cnn").exists() or not os.listdir(out / "cnn")
