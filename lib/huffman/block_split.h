@@ -4,14 +4,13 @@
 // encoder decides, from the units' byte histograms alone, which runs of units share one Huffman
 // code. Cost of a block = its estimated code bits + its table: the estimate is max(order-0
 // entropy, one bit per byte), the table 8 * (32 + ceil(symbols / 2)) + 96 bits (bitmap,
-// nibbles, block-table entry). Two passes:
-//  1. bottom-up greedy merging (as in agglomerative clustering): starting from single units,
-//     the adjacent pair whose merge lowers the total cost most is merged, until no merge lowers
-//     it (a heap over the pairs, O(U log U) cost evaluations for U units);
-//  2. each boundary left is checked with the real length-limited Huffman code lengths of the two
-//     neighbours and of their union (entropy underestimates the cost of a code; a split that does
-//     not pay with real codes is undone), left to right.
-// Deterministic: depends only on the histograms and the code length limit, never on threads, so
+// nibbles, block-table entry) + kBlockPenaltyBits. Bottom-up greedy merging (as in
+// agglomerative clustering): starting from single units, the adjacent pair whose merge lowers
+// the total cost most is merged, until no merge lowers it (a heap over the pairs, O(U log U)
+// cost evaluations for U units; a merged block's cost is the one computed when its pair was
+// pushed). The estimates are sums in byte-value order of doubles from a fixed table and
+// formula, so every machine makes the same decisions.
+// Deterministic: depends only on the histograms, never on threads, so
 // the CPU and CUDA encoders, which share it, write the same blocks. Every block but the chunk's
 // last holds at least kBlockUnit bytes (the minimum block size of FORMAT.md).
 #pragma once

@@ -13,6 +13,7 @@
 
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
+#include "huffman/cpu/byte_swap.h"
 #include "huffman/cpu/hot.h"
 
 namespace hpcnn::huffman {
@@ -206,15 +207,6 @@ void decode_lanes(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
   else decode_lanes_3(t, be, lanes, n);
 }
 
-// dst[i] = the little-endian word at src + 4i, byte-swapped (vectorized: one pass at memory speed).
-HPCNN_VECTOR_TARGET void swap_words(const uint8_t* __restrict src, uint64_t n, uint32_t* __restrict dst) {
-  for (uint64_t i = 0; i < n; ++i) {
-    uint32_t v;
-    std::memcpy(&v, src + 4 * i, 4);
-    dst[i] = __builtin_bswap32(v);
-  }
-}
-
 // Decodes a group of n consecutive lanes (one bit range of the stream): its words are first
 // byte-swapped into `buf` (a big-endian copy, zero-padded, so that any bit position is one
 // unaligned load away), then the lanes are decoded from it.
@@ -379,6 +371,11 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
             lanes[i].out = buf + o;
             o += capacity(i);
           }
+          // On one thread the group's first lane starts where the output so far ends: it is
+          // decoded in place (it may write up to its capacity, bytes the next lanes' copies
+          // overwrite), and only the other lanes' outputs are copied.
+          const bool in_place = T == 1 && capacity(first) <= h.original_length - front_out;
+          if (in_place) lanes[first].out = out + front_out;
           try {
             if (table_block != group_list[g].block) {
               table = build_decode_table(blocks[group_list[g].block].lengths, kRootBits, /*multi=*/true);
@@ -424,7 +421,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
             }
           }
           for (int i = first; i < last; ++i) {
-            std::memcpy(out + at, lanes[i].out, lanes[i].count);
+            if (!(in_place && i == first)) std::memcpy(out + at, lanes[i].out, lanes[i].count);
             if (t == 0) hash.add(out + at, lanes[i].count);
             at += lanes[i].count;
           }
