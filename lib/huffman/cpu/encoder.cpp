@@ -53,7 +53,7 @@ inline void swap_word(uint8_t* p) {
 
 template <bool kGaps, int kPerFlush>
 __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __restrict in, size_t n, const uint32_t* __restrict enc,
-                                                           const uint32_t* __restrict pair, uint64_t pos, uint64_t end, uint8_t* __restrict be,
+                                                           const uint64_t* __restrict left, const uint32_t* __restrict pair, uint64_t pos, uint64_t end, uint8_t* __restrict be,
                                                            uint8_t* __restrict gap_bytes, uint32_t segment_log2) {
   PartResult r;
   const uint32_t lg = segment_log2;
@@ -102,12 +102,19 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   }
   // Fast loop: a round's codewords are first combined into one bit string, so the accumulator
   // takes one shift and OR per flush; rounds are counted ahead so that no 8-byte store passes
-  // `limit` (a round advances at most kMaxAdvance bytes).
+  // `limit` (a round advances at most kMaxAdvance bytes). With pairs the accumulator keeps its
+  // bits right-aligned; with single lookups it keeps them left-aligned (`accl`, the next bits go
+  // `nacc` below its top) and the entries are `left`: the codeword left-aligned in 64 bits, its
+  // length in the low 6 bits, which an x86 shift reads as its count, so a codeword joins the
+  // round with one shift and one OR, and no extraction on the round's critical path.
   constexpr int kSymbols = kPerFlush == 0 ? 4 : kPerFlush;
-  constexpr uint32_t kMaxRoundBits = kPerFlush == 0 ? 48 : kPerFlush == 4 ? 56 : 48;
+  constexpr uint32_t kMaxRoundBits = 48;  // 2 pairs of <= 24 bits, 4 x 12 or 3 x 16
+  static_assert(7 + kMaxRoundBits <= 58, "a round and the pending bits must stay above the entries' length bits");
   constexpr size_t kMaxAdvance = (7 + kMaxRoundBits) / 8;
   uint32_t round_start[kBlockRounds + 1];
   int32_t last_round[(kBlockRounds * kMaxRoundBits >> 7) + 2];  // per segment of the block
+  uint64_t accl = 0;
+  if constexpr (kPerFlush != 0) accl = nacc ? acc << (64 - nacc) : 0;
   for (;;) {
     const size_t room = static_cast<size_t>(limit - o);
     const size_t rounds = std::min({(n - i) / kSymbols, room >= 8 ? (room - 8) / kMaxAdvance + 1 : 0, kBlockRounds});
@@ -133,22 +140,33 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
         len = 0;
 #pragma GCC unroll 4
         for (int j = 0; j < kPerFlush; ++j) {
-          const uint32_t e = enc[src[j]];
-          bits = bits << (e >> 24) | (e & 0xFFFFFF);
-          len += e >> 24;
+          const uint64_t e = left[src[j]];
+          bits |= e >> len;  // the length bits land in the low 6 bits, cleared below
+          len += static_cast<uint32_t>(e & 63);
         }
+        bits &= ~uint64_t{63};
       }
       if constexpr (kGaps) {
         round_start[k] = rel;
         rel += len;
         last_round[rel >> lg] = static_cast<int32_t>(k);
       }
-      acc = acc << len | bits;
-      nacc += len;  // at least kSymbols bits, at most 7 + kMaxRoundBits
-      const uint64_t v = __builtin_bswap64(acc << (64 - nacc));
-      std::memcpy(o, &v, 8);
-      o += nacc >> 3;
-      nacc &= 7;
+      if constexpr (kPerFlush == 0) {
+        acc = acc << len | bits;
+        nacc += len;  // at least kSymbols bits, at most 7 + kMaxRoundBits
+        const uint64_t v = __builtin_bswap64(acc << (64 - nacc));
+        std::memcpy(o, &v, 8);
+        o += nacc >> 3;
+        nacc &= 7;
+      } else {
+        accl |= bits >> nacc;
+        nacc += len;
+        const uint64_t v = __builtin_bswap64(accl);
+        std::memcpy(o, &v, 8);
+        o += nacc >> 3;
+        accl <<= nacc & 56;
+        nacc &= 7;
+      }
     }
     if constexpr (kGaps) {
       // Boundaries at rel = m*S, m = 1..rel/S: the first round ending at or after m*S is the one
@@ -175,6 +193,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
     i += rounds * kSymbols;
     swap_final_words(static_cast<size_t>(o - be) >> 2);  // bytes below o are final
   }
+  if constexpr (kPerFlush != 0) acc = nacc ? accl >> (64 - nacc) : 0;
   for (; i < n; ++i) {
     append(enc[in[i]]);
     while (nacc >= 8) {
@@ -187,29 +206,36 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   return r;
 }
 
-// Codeword lookups per flush: pairs for codes of at most 12 bits, else 4 single lookups
-// (4 x 14 + 7 <= 64 bits), else 3 (3 x 16 + 7).
+// Codeword lookups per flush: pairs for codes of at most 12 bits, else 4 single lookups for
+// codes of at most 12 bits (4 x 12 + 7 <= 58 bits), else 3 (3 x 16 + 7).
 #define HPCNN_PACK_VARIANTS(X) X(0) X(4) X(3)
-#define HPCNN_PACK_FN(K)                                                                                                       \
-  HPCNN_HOT_TARGET PartResult pack_gaps_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos, \
-                                            uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                       \
-    return pack_part<true, K>(in, n, enc, pair, pos, end, be, gaps, slog2);                                                    \
-  }                                                                                                                            \
-  HPCNN_HOT_TARGET PartResult pack_plain_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint32_t* pair, uint64_t pos, \
-                                             uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                      \
-    return pack_part<false, K>(in, n, enc, pair, pos, end, be, gaps, slog2);                                                   \
+#define HPCNN_PACK_FN(K)                                                                                                          \
+  HPCNN_HOT_TARGET PartResult pack_gaps_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left, const uint32_t* pair, \
+                                            uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                    \
+    return pack_part<true, K>(in, n, enc, left, pair, pos, end, be, gaps, slog2);                                                     \
+  }                                                                                                                               \
+  HPCNN_HOT_TARGET PartResult pack_plain_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left, const uint32_t* pair, \
+                                             uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                   \
+    return pack_part<false, K>(in, n, enc, left, pair, pos, end, be, gaps, slog2);                                                    \
   }
 HPCNN_PACK_VARIANTS(HPCNN_PACK_FN)
 #undef HPCNN_PACK_FN
 
-using PackFn = PartResult (*)(const uint8_t*, size_t, const uint32_t*, const uint32_t*, uint64_t, uint64_t, uint8_t*, uint8_t*, uint32_t);
+using PackFn = PartResult (*)(const uint8_t*, size_t, const uint32_t*, const uint64_t*, const uint32_t*, uint64_t, uint64_t, uint8_t*, uint8_t*,
+                              uint32_t);
 PackFn pick_pack(bool gaps, bool pair, int max_length) {
-  const int k = pair ? 0 : max_length <= 14 ? 4 : 3;
+  const int k = pair ? 0 : max_length <= 12 ? 4 : 3;
   switch (k) {
     case 0: return gaps ? pack_gaps_0 : pack_plain_0;
     case 4: return gaps ? pack_gaps_4 : pack_plain_4;
     default: return gaps ? pack_gaps_3 : pack_plain_3;
   }
+}
+
+// A codeword left-aligned in 64 bits with its length in the low 6 bits (0 for an absent symbol).
+inline uint64_t left_entry(uint32_t enc) {
+  const uint32_t len = enc >> 24;
+  return len ? uint64_t{enc & 0xFFFFFF} << (64 - len) | len : 0;
 }
 
 // Pair table for codes of at most 12 bits: entries only for pairs of the symbols that occur
@@ -339,7 +365,8 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     // Each thread builds its own pair table per block: nsym^2 stores, cheaper than fetching
     // lines another core wrote.
     thread_local std::vector<uint32_t> pair;
-    int pair_block = -1;
+    int pair_block = -1, left_block = -1;
+    uint64_t left[256];
 #pragma omp for schedule(dynamic, 1)
     for (int t = 0; t < P; ++t) {
       const Part& pt = parts[t];
@@ -354,8 +381,12 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
         for (int k = 0; k < nsym; ++k) build_pair_row(bp.enc, present, nsym, present[k], pair.data());
         pair_block = pt.block;
       }
+      if (!use_pair && left_block != pt.block) {
+        for (int s = 0; s < 256; ++s) left[s] = left_entry(bp.enc[s]);
+        left_block = pt.block;
+      }
       const PackFn pack = pick_pack(fh.gap_array(), use_pair, bp.max_length);
-      results[t] = pack(in + pt.begin, pt.end - pt.begin, bp.enc.data(), use_pair ? pair.data() : nullptr, pt.bit_begin, pt.bit_end, be,
+      results[t] = pack(in + pt.begin, pt.end - pt.begin, bp.enc.data(), left, use_pair ? pair.data() : nullptr, pt.bit_begin, pt.bit_end, be,
                         gap_bytes.data(), fh.segment_log2);
     }
   }
