@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# In-process A/B of the huffgpu CPU encoder and decoder: lib/huffman/cpu/encoder.cpp and
+# decoder.cpp at git revision REV (A) against the working tree's (B), each compiled with its entry
+# points renamed and linked into bench/huffman_ab.cpp with the rest of today's library (so changes
+# elsewhere, e.g. in block_split.cpp, are in both), timed in alternating pairs in one process:
+# one thread, in memory, same bytes checked. REV's two files must compile against today's headers.
+# usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]
+#   defaults: PAIRS 16; files: the corpus concatenated in name order, bible.txt, Fashion-MNIST's
+#   training images. Run scripts/setup.sh and scripts/build.sh first (BUILD_DIR: another build).
+#   HUFFMAN_AB_NO_GAP_ARRAY=1: streams without gap arrays.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build="${BUILD_DIR:-$here/build}"
+rev=${1:?usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]}
+pairs=${2:-16}
+shift $(( $# >= 2 ? 2 : 1 ))
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+files=("$@")
+if [ ${#files[@]} -eq 0 ]; then
+  corpus="${CORPUS:-$here/../shared/corpus}"
+  [ -d "$corpus" ] || corpus="$here/tests/data"
+  parts=()
+  for f in "$corpus"/*; do case "$f" in *.md) ;; *) [ -f "$f" ] && parts+=("$f") ;; esac; done
+  cat "${parts[@]}" > "$tmp/concat.bin"
+  files=("$tmp/concat.bin")
+  [ -f "$corpus/bible.txt" ] && files+=("$corpus/bible.txt")
+  fm=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+  [ -f "$fm" ] && gzip -dc "$fm" > "$tmp/fashion-mnist-train-images" && files+=("$tmp/fashion-mnist-train-images")
+fi
+for lib in "$build/lib/huffman/libhpcnn_huffman.a" "$build/lib/core/libhpcnn_core.a"; do
+  [ -f "$lib" ] || { echo "ab_huffman.sh: $lib missing: run scripts/build.sh first" >&2; exit 2; }
+done
+git -C "$here" show "$rev:lib/huffman/cpu/encoder.cpp" > "$tmp/encoder_a.cpp"
+git -C "$here" show "$rev:lib/huffman/cpu/decoder.cpp" > "$tmp/decoder_a.cpp"
+cxx=(g++ -std=c++20 -O3 -DNDEBUG -fopenmp -I"$here/lib" -w)  # the Release build's flags
+"${cxx[@]}" -Dencode_chunk=encode_chunk_A -Dbyte_histogram=byte_histogram_A -c "$tmp/encoder_a.cpp" -o "$tmp/ea.o"
+"${cxx[@]}" -Ddecode_chunk=decode_chunk_A -c "$tmp/decoder_a.cpp" -o "$tmp/da.o"
+"${cxx[@]}" -Dencode_chunk=encode_chunk_B -Dbyte_histogram=byte_histogram_B -c "$here/lib/huffman/cpu/encoder.cpp" -o "$tmp/eb.o"
+"${cxx[@]}" -Ddecode_chunk=decode_chunk_B -c "$here/lib/huffman/cpu/decoder.cpp" -o "$tmp/db.o"
+"${cxx[@]}" "$here/bench/huffman_ab.cpp" "$tmp"/{ea,da,eb,db}.o "$build/lib/huffman/libhpcnn_huffman.a" "$build/lib/core/libhpcnn_core.a" -lxxhash \
+  -o "$tmp/huffman_ab"
+echo "== A: $rev, B: the working tree; $pairs alternating pairs per file, one thread, in memory"
+"$tmp/huffman_ab" enc "$pairs" "${files[@]}"
+"$tmp/huffman_ab" dec "$pairs" "${files[@]}"
