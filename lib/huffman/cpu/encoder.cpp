@@ -29,9 +29,10 @@ struct PartResult {
 // stream into `be` (the words region), turning it into little-endian 32-bit words in place as
 // soon as they are final.
 // `enc[s]` = code | length << 24; `pair` (codes of at most 12 bits, or null) = two codewords per
-// lookup, as bits << 8 | length. A 64-bit accumulator takes one round of codewords (two pair lookups, at most 48 bits;
-// or 4 x 14 / 3 x 16 bits) between flushes; a flush stores 8 bytes and advances by the whole
-// bytes it completed, so the stores stay inside the bytes the part owns, up to (end + 7) / 8.
+// lookup, as bits << 8 | length. A 64-bit accumulator takes up to 48 bits of codewords (two
+// pair lookups, or 4 x 12 / 3 x 16 bits) between flushes; a flush stores 8 bytes and advances by
+// the whole bytes it completed, so the stores stay inside the bytes the part owns, up to
+// (end + 7) / 8.
 // A part that starts inside a byte hands that byte's bits back as `head` for the caller to OR
 // in (the previous part owns the byte).
 //
@@ -40,7 +41,8 @@ struct PartResult {
 // consecutive starts gets q' - B (the entry of a boundary exactly at the end of the stream is
 // written to a spare slot past the array). The fast loop does not branch on boundaries: it
 // notes each round's start and, per segment, the last round that ends inside it; after a block
-// of rounds, each boundary's round follows from the segment before it.
+// of rounds, each boundary's round follows from the segment before it. With pairs a round is
+// two flushes (8 codewords): half the bookkeeping stores, about 3% faster on text.
 constexpr size_t kBlockRounds = 256;
 
 // Big-endian 4 bytes at p become a little-endian 32-bit word, in place.
@@ -107,65 +109,75 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   // `nacc` below its top) and the entries are `left`: the codeword left-aligned in 64 bits, its
   // length in the low 6 bits, which an x86 shift reads as its count, so a codeword joins the
   // round with one shift and one OR, and no extraction on the round's critical path.
-  constexpr int kSymbols = kPerFlush == 0 ? 4 : kPerFlush;
-  constexpr uint32_t kMaxRoundBits = 48;  // 2 pairs of <= 24 bits, 4 x 12 or 3 x 16
-  static_assert(7 + kMaxRoundBits <= 58, "a round and the pending bits must stay above the entries' length bits");
-  constexpr size_t kMaxAdvance = (7 + kMaxRoundBits) / 8;
+  constexpr int kFlushSymbols = kPerFlush == 0 ? 4 : kPerFlush;  // codewords per flush
+  constexpr uint32_t kFlushBits = 48;  // 2 pairs of <= 24 bits, 4 x 12 or 3 x 16
+  static_assert(7 + kFlushBits <= 58, "a flush's bits and the pending ones must stay above the entries' length bits");
+  // Flushes per round (the gap bookkeeping is per round): two with pairs and gap arrays.
+  constexpr int kFlushes = kGaps && kPerFlush == 0 ? 2 : 1;
+  constexpr int kSymbols = kFlushSymbols * kFlushes;
+  constexpr uint32_t kMaxRoundBits = kFlushBits * kFlushes;
+  static_assert(kMaxRoundBits < 128, "a round must be shorter than a segment");
+  constexpr size_t kMaxAdvance = (7 + kFlushBits) / 8;  // bytes per flush, at most
+  constexpr size_t kLastStore = (kFlushes - 1) * kMaxAdvance + 8;  // a round's last store ends within this
   uint32_t round_start[kBlockRounds + 1];
   int32_t last_round[(kBlockRounds * kMaxRoundBits >> 7) + 2];  // per segment of the block
   uint64_t accl = 0;
   if constexpr (kPerFlush != 0) accl = nacc ? acc << (64 - nacc) : 0;
   for (;;) {
     const size_t room = static_cast<size_t>(limit - o);
-    const size_t rounds = std::min({(n - i) / kSymbols, room >= 8 ? (room - 8) / kMaxAdvance + 1 : 0, kBlockRounds});
+    const size_t rounds =
+        std::min({(n - i) / kSymbols, room >= kLastStore ? (room - kLastStore) / (kFlushes * kMaxAdvance) + 1 : 0, kBlockRounds});
     if (rounds == 0) break;
     const uint8_t* __restrict src = in + i;
     const uint32_t off = static_cast<uint32_t>(p & seg_mask);  // block start within its segment
     uint32_t rel = off;                                        // bit position from that segment
     if constexpr (kGaps) last_round[0] = -1;
     for (size_t k = 0; k < rounds; ++k, src += kSymbols) {
-      uint64_t bits;
-      uint32_t len;
-      if constexpr (kPerFlush == 0) {
-        uint16_t two0, two1;
-        std::memcpy(&two0, src, 2);
-        std::memcpy(&two1, src + 2, 2);
-        // Pair entries: the two codewords' bits above the low byte, their bit count in it.
-        const uint32_t ea = pair[two0], eb = pair[two1];
-        const uint32_t lb = eb & 0xFF;
-        len = (ea & 0xFF) + lb;
-        bits = uint64_t{ea >> 8} << lb | (eb >> 8);
-      } else {
-        bits = 0;
-        len = 0;
+      uint32_t len = 0;
+#pragma GCC unroll 2
+      for (int f = 0; f < kFlushes; ++f) {
+        const uint8_t* __restrict fs = src + f * kFlushSymbols;
+        uint64_t bits;
+        uint32_t flen;
+        if constexpr (kPerFlush == 0) {
+          uint16_t two0, two1;
+          std::memcpy(&two0, fs, 2);
+          std::memcpy(&two1, fs + 2, 2);
+          // Pair entries: the two codewords' bits above the low byte, their bit count in it.
+          const uint32_t ea = pair[two0], eb = pair[two1];
+          const uint32_t lb = eb & 0xFF;
+          flen = (ea & 0xFF) + lb;
+          bits = uint64_t{ea >> 8} << lb | (eb >> 8);
+          acc = acc << flen | bits;
+          nacc += flen;  // at least kFlushSymbols bits, at most 7 + kFlushBits
+          const uint64_t v = __builtin_bswap64(acc << (64 - nacc));
+          std::memcpy(o, &v, 8);
+          o += nacc >> 3;
+          nacc &= 7;
+        } else {
+          bits = 0;
+          flen = 0;
 #pragma GCC unroll 4
-        for (int j = 0; j < kPerFlush; ++j) {
-          const uint64_t e = left[src[j]];
-          bits |= e >> len;  // the length bits land in the low 6 bits, cleared below
-          len += static_cast<uint32_t>(e & 63);
+          for (int j = 0; j < kPerFlush; ++j) {
+            const uint64_t e = left[fs[j]];
+            bits |= e >> flen;  // the length bits land in the low 6 bits, cleared below
+            flen += static_cast<uint32_t>(e & 63);
+          }
+          bits &= ~uint64_t{63};
+          accl |= bits >> nacc;
+          nacc += flen;
+          const uint64_t v = __builtin_bswap64(accl);
+          std::memcpy(o, &v, 8);
+          o += nacc >> 3;
+          accl <<= nacc & 56;
+          nacc &= 7;
         }
-        bits &= ~uint64_t{63};
+        len += flen;
       }
       if constexpr (kGaps) {
         round_start[k] = rel;
         rel += len;
         last_round[rel >> lg] = static_cast<int32_t>(k);
-      }
-      if constexpr (kPerFlush == 0) {
-        acc = acc << len | bits;
-        nacc += len;  // at least kSymbols bits, at most 7 + kMaxRoundBits
-        const uint64_t v = __builtin_bswap64(acc << (64 - nacc));
-        std::memcpy(o, &v, 8);
-        o += nacc >> 3;
-        nacc &= 7;
-      } else {
-        accl |= bits >> nacc;
-        nacc += len;
-        const uint64_t v = __builtin_bswap64(accl);
-        std::memcpy(o, &v, 8);
-        o += nacc >> 3;
-        accl <<= nacc & 56;
-        nacc &= 7;
       }
     }
     if constexpr (kGaps) {
