@@ -15,7 +15,9 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
     if (counts[s]) syms[n++] = s;
   if (n < 2) throw_error(ErrorKind::bad_input, "a Huffman code needs at least two symbols");
   if (limit < 8 || limit > kMaxCodeLength) throw_error(ErrorKind::usage, "code length limit must be 8..16");
-  std::stable_sort(syms.begin(), syms.begin() + n, [&](int a, int b) { return counts[a] < counts[b]; });
+  // By count, ties by symbol: the order a stable sort of the ascending symbols gives, without
+  // its temporary buffer.
+  std::sort(syms.begin(), syms.begin() + n, [&](int a, int b) { return counts[a] != counts[b] ? counts[a] < counts[b] : a < b; });
 
   // Huffman's code first (two queues over the sorted leaves, O(n)): when it is no deeper than
   // the limit it is optimal under the limit too, and package-merge is not needed.
