@@ -104,7 +104,8 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   }
   // Fast loop: a round's codewords are first combined into one bit string, so the accumulator
   // takes one shift and OR per flush; rounds are counted ahead so that no 8-byte store passes
-  // `limit` (a round advances at most kMaxAdvance bytes). With pairs the accumulator keeps its
+  // `limit` (a flush advances at most kMaxAdvance bytes, and a round's last store ends within
+  // kLastStore bytes of where the round starts). With pairs the accumulator keeps its
   // bits right-aligned; with single lookups it keeps them left-aligned (`accl`, the next bits go
   // `nacc` below its top) and the entries are `left`: the codeword left-aligned in 64 bits, its
   // length in the low 6 bits, which an x86 shift reads as its count, so a codeword joins the
