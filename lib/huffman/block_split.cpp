@@ -14,30 +14,26 @@ struct Log2Table {
   double v[4096];
   double slope[4096];  // 1 / (i ln 2): d log2(x) / dx at i
   double pow2neg[64];  // 2^-k
-  double clog[4096];   // i * log2(i), the product the estimate forms, for counts below 4096
-  Log2Table();
-};
-
-// Branch-free: below 4096, k = 0 and frac = 0, so the value is the table's, bit for bit.
-inline double log2_count(const Log2Table& t, uint64_t c) {
-  const int k = std::max(0, 52 - __builtin_clzll(c | 1));  // c >> k in [2048, 4096) when c >= 4096
-  const uint64_t top = c >> k;
-  const double frac = static_cast<double>(c & ((uint64_t{1} << k) - 1)) * t.pow2neg[k];
-  return k + t.v[top] + frac * t.slope[top];
-}
-
-Log2Table::Log2Table() {
-  v[0] = slope[0] = 0;
-  for (int i = 1; i < 4096; ++i) {
-    v[i] = std::log2(static_cast<double>(i));
-    slope[i] = 1.4426950408889634 / i;
+  double clog[4096];   // i * log2(i): below 4096 the estimate's product, bit for bit (see log2_count)
+  Log2Table() {
+    v[0] = slope[0] = 0;
+    for (int i = 1; i < 4096; ++i) {
+      v[i] = std::log2(static_cast<double>(i));
+      slope[i] = 1.4426950408889634 / i;
+    }
+    for (int k = 0; k < 64; ++k) pow2neg[k] = std::ldexp(1.0, -k);
+    for (int i = 0; i < 4096; ++i) clog[i] = static_cast<double>(i) * v[i];
   }
-  for (int k = 0; k < 64; ++k) pow2neg[k] = std::ldexp(1.0, -k);
-  for (int i = 0; i < 4096; ++i) clog[i] = static_cast<double>(i) * log2_count(*this, static_cast<uint64_t>(i));
-}
+};
 const Log2Table kLog2;
 
-inline double log2_count(uint64_t c) { return log2_count(kLog2, c); }
+// Branch-free: below 4096, k = 0 and frac = 0, so the value is the table's, bit for bit.
+inline double log2_count(uint64_t c) {
+  const int k = std::max(0, 52 - __builtin_clzll(c | 1));  // c >> k in [2048, 4096) when c >= 4096
+  const uint64_t top = c >> k;
+  const double frac = static_cast<double>(c & ((uint64_t{1} << k) - 1)) * kLog2.pow2neg[k];
+  return k + kLog2.v[top] + frac * kLog2.slope[top];
+}
 
 // c * log2(c), the same double as static_cast<double>(c) * log2_count(c).
 inline double c_log2_c(uint64_t c) { return c < 4096 ? kLog2.clog[c] : static_cast<double>(c) * log2_count(c); }
