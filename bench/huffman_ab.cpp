@@ -84,7 +84,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::vector<uint8_t> in{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-    if (in.empty()) continue;
+    if (in.empty()) {
+      std::fprintf(stderr, "huffman_ab: %s is empty\n", argv[a]);
+      return 2;
+    }
     Chunks ca, cb;
     encode_all(encode_chunk_A, in, fh, ca);
     encode_all(encode_chunk_B, in, fh, cb);

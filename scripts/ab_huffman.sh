@@ -7,12 +7,15 @@
 # usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]
 #   defaults: PAIRS 16; files: the corpus concatenated in name order, bible.txt, Fashion-MNIST's
 #   training images. Run scripts/setup.sh and scripts/build.sh first (BUILD_DIR: another build).
-#   HUFFMAN_AB_NO_GAP_ARRAY=1: streams without gap arrays.
+#   HUFFMAN_AB_NO_GAP_ARRAY=1: streams without gap arrays. Exit 1 when A and B write different bytes
+#   or a decoder returns other bytes; 2 for a bad revision, PAIRS or file (missing or empty).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${BUILD_DIR:-$here/build}"
 rev=${1:?usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]}
 pairs=${2:-16}
+[[ $pairs =~ ^[1-9][0-9]*$ ]] || { echo "ab_huffman.sh: PAIRS is '$pairs': a positive integer" >&2; exit 2; }
+git -C "$here" rev-parse -q --verify "$rev^{commit}" > /dev/null || { echo "ab_huffman.sh: '$rev' is no revision of this repository" >&2; exit 2; }
 shift $(( $# >= 2 ? 2 : 1 ))
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
