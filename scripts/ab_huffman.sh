@@ -7,7 +7,8 @@
 # usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]
 #   defaults: PAIRS 16; files: the corpus concatenated in name order, bible.txt, Fashion-MNIST's
 #   training images. Run scripts/setup.sh and scripts/build.sh first (BUILD_DIR: another build).
-#   HUFFMAN_AB_NO_GAP_ARRAY=1: streams without gap arrays. Exit 1 when A and B write different bytes
+#   HUFFMAN_AB_NO_GAP_ARRAY=1: streams without gap arrays. KEEP_AB=PATH: keep the program there
+#   (to profile it: perf record PATH enc 20 FILE). Exit 1 when A and B write different bytes
 #   or a decoder returns other bytes; 2 for a bad revision, PAIRS or file (missing or empty).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,7 +19,7 @@ pairs=${2:-16}
 git -C "$here" rev-parse -q --verify "$rev^{commit}" > /dev/null || { echo "ab_huffman.sh: '$rev' is no revision of this repository" >&2; exit 2; }
 shift $(( $# >= 2 ? 2 : 1 ))
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_AB:-}" ] && cp "$tmp/huffman_ab" "$KEEP_AB"; rm -rf "$tmp"' EXIT
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
   corpus="${CORPUS:-$here/../shared/corpus}"

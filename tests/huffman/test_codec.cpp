@@ -9,6 +9,7 @@
 #include "huffman/codebook.h"
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
+#include "huffman/cpu/quad_pack.h"
 #include "huffman/stream.h"
 #include "huffman/format.h"
 #include "test_inputs.h"
@@ -76,6 +77,47 @@ TEST_CASE("parts of every size and thread count give the one-thread bytes", "[hu
         }
     }
   }
+}
+
+TEST_CASE("the AVX-512 quad packer writes the scalar packers' bytes", "[huffman]") {
+  // Where the CPU has AVX-512 VBMI, blocks with codes of at most 12 bits are packed by
+  // pack_quads() (lookups in vector registers, gap entries from vector prefix sums); the scalar
+  // pair-table and single-lookup packers are the reference. Inputs: text (pairs), many symbols
+  // (single lookups), a block boundary mix, lengths that are no multiple of 64 and parts that
+  // start anywhere in a byte and a segment; S = 128 and 256, with and without gap arrays, L = 9
+  // and 12 (L = 16: codes over 12 bits stay scalar in both).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
+    REQUIRE(quad_pack_available());  // the fast path must not quietly fall away on a CPU that has it
+#endif
+  std::mt19937_64 rng(31);
+  std::vector<uint8_t> wide(300001), mix;
+  for (auto& b : wide) b = static_cast<uint8_t>(std::min<uint64_t>(255, rng() % 64 + rng() % 64 + rng() % 160));
+  const auto text = text_like(250000, 17);
+  mix.insert(mix.end(), text.begin(), text.begin() + 70000);
+  mix.insert(mix.end(), wide.begin(), wide.begin() + 90001);
+  mix.insert(mix.end(), 40000, 0);
+  mix.insert(mix.end(), text.begin(), text.begin() + 33333);
+  std::vector<uint8_t> shifted(100000);  // two symbols: 1- and 2-bit codes, boundaries in every quad position
+  for (auto& b : shifted) b = rng() % 3 ? 'a' : 'b';
+  for (const std::vector<uint8_t>* src : std::initializer_list<const std::vector<uint8_t>*>{&text, &wide, &mix, &shifted})
+    for (size_t n : {src->size(), src->size() - 37, size_t{64 * 1000 + 5}})
+      for (int seg : {7, 8})
+        for (bool gaps : {true, false})
+          for (int limit : {9, 12, 16})
+            for (int t : {1, 3}) {
+              INFO("input " << (src == &text ? "text" : src == &wide ? "wide" : src == &mix ? "mix" : "two symbols") << ", n " << n << ", S 2^" << seg
+                            << ", gaps " << gaps << ", L " << limit << ", threads " << t);
+              const std::vector<uint8_t> in(src->begin(), src->begin() + static_cast<long>(n));
+              const FileHeader fh = header(1u << 24, seg, gaps, limit);
+              std::vector<uint8_t> vec, scalar;
+              CHECK(roundtrip(in, fh, t, t, &vec) == in);
+              set_quad_pack_enabled(false);
+              CHECK(roundtrip(in, fh, t, t, &scalar) == in);
+              set_quad_pack_enabled(true);
+              CHECK(vec == scalar);
+            }
 }
 
 TEST_CASE("a part that starts inside a byte with a run of the longest codewords", "[huffman]") {

@@ -12,6 +12,7 @@
 #include "huffman/codebook.h"
 #include "huffman/cpu/byte_swap.h"
 #include "huffman/cpu/hot.h"
+#include "huffman/cpu/quad_pack.h"
 
 namespace hpcnn::huffman {
 namespace {
@@ -44,11 +45,15 @@ struct PartResult {
 // of rounds, each boundary's round follows from the segment before it. With pairs a round is
 // two flushes (8 codewords): half the bookkeeping stores, about 3% faster on text.
 constexpr size_t kBlockRounds = 256;
+// kPerFlush: the codeword lookups per flush: 0 = two pair-table lookups, 4 or 3 = single
+// lookups, kQuadFlush = pack_quads() (AVX-512) packs the rounds, 64 bytes at a time.
+constexpr int kQuadFlush = 1;
 
 template <bool kGaps, int kPerFlush>
 __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __restrict in, size_t n, const uint32_t* __restrict enc,
-                                                           const uint64_t* __restrict left, const uint32_t* __restrict pair, uint64_t pos, uint64_t end, uint8_t* __restrict be,
-                                                           uint8_t* __restrict gap_bytes, uint32_t segment_log2) {
+                                                           const uint64_t* __restrict left, const uint32_t* __restrict pair, const QuadTables* quad,
+                                                           uint64_t pos, uint64_t end, uint8_t* __restrict be, uint8_t* __restrict gap_bytes,
+                                                           uint32_t segment_log2) {
   PartResult r;
   const uint32_t lg = segment_log2;
   const uint64_t seg_mask = (uint64_t{1} << lg) - 1;
@@ -103,11 +108,14 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   // `nacc` below its top) and the entries are `left`: the codeword left-aligned in 64 bits, its
   // length in the low 6 bits, which an x86 shift reads as its count, so a codeword joins the
   // round with one shift and one OR, and no extraction on the round's critical path.
-  constexpr int kFlushSymbols = kPerFlush == 0 ? 4 : kPerFlush;  // codewords per flush
+  constexpr bool kQuads = kPerFlush == kQuadFlush;
+  constexpr bool kLeft = kPerFlush == 3 || kPerFlush == 4;  // single lookups: left-aligned accumulator
+  constexpr int kFlushSymbols = kLeft ? kPerFlush : 4;      // codewords per flush
   constexpr uint32_t kFlushBits = 48;  // 2 pairs of <= 24 bits, 4 x 12 or 3 x 16
   static_assert(7 + kFlushBits <= 58, "a flush's bits and the pending ones must stay above the entries' length bits");
-  // Flushes per round (the gap bookkeeping is per round): two with pairs and gap arrays.
-  constexpr int kFlushes = kGaps && kPerFlush == 0 ? 2 : 1;
+  // Flushes per round (the gap bookkeeping is per round): two with pairs and gap arrays, two with
+  // quads (a 64-byte vector of input is eight rounds).
+  constexpr int kFlushes = (kGaps && kPerFlush == 0) || kQuads ? 2 : 1;
   constexpr int kSymbols = kFlushSymbols * kFlushes;
   constexpr uint32_t kMaxRoundBits = kFlushBits * kFlushes;
   static_assert(kMaxRoundBits < 128, "a round must be shorter than a segment");
@@ -116,11 +124,27 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   uint32_t round_start[kBlockRounds + 1];
   int32_t last_round[(kBlockRounds * kMaxRoundBits >> 7) + 2];  // per segment of the block
   uint64_t accl = 0;
-  if constexpr (kPerFlush != 0) accl = nacc ? acc << (64 - nacc) : 0;
+  if constexpr (kLeft) accl = nacc ? acc << (64 - nacc) : 0;
+
   for (;;) {
     const size_t room = static_cast<size_t>(limit - o);
-    const size_t rounds =
+    size_t rounds =
         std::min({(n - i) / kSymbols, room >= kLastStore ? (room - kLastStore) / (kFlushes * kMaxAdvance) + 1 : 0, kBlockRounds});
+    if constexpr (kQuads) {
+      // Whole 64-byte vectors, packed with their gap entries by pack_quads() (AVX-512).
+      rounds &= ~size_t{63 / kSymbols};
+      if (rounds == 0) break;
+      QuadStream qs{acc, nacc, o};
+      const uint64_t coded =
+          pack_quads(in + i, rounds * kSymbols, *quad, qs, kGaps ? gap_bytes + (p >> lg) : nullptr, static_cast<uint32_t>(p & seg_mask), lg);
+      acc = qs.acc;
+      nacc = qs.nacc;
+      o = qs.o;
+      if constexpr (kGaps) p += coded;
+      i += rounds * kSymbols;
+      swap_final_words(static_cast<size_t>(o - be) >> 2);
+      continue;
+    }
     if (rounds == 0) break;
     const uint8_t* __restrict src = in + i;
     const uint32_t off = static_cast<uint32_t>(p & seg_mask);  // block start within its segment
@@ -133,7 +157,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
         const uint8_t* __restrict fs = src + f * kFlushSymbols;
         uint64_t bits;
         uint32_t flen;
-        if constexpr (kPerFlush == 0) {
+        if constexpr (!kLeft) {
           uint16_t two0, two1;
           std::memcpy(&two0, fs, 2);
           std::memcpy(&two1, fs + 2, 2);
@@ -199,7 +223,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
     i += rounds * kSymbols;
     swap_final_words(static_cast<size_t>(o - be) >> 2);  // bytes below o are final
   }
-  if constexpr (kPerFlush != 0) acc = nacc ? accl >> (64 - nacc) : 0;
+  if constexpr (kLeft) acc = nacc ? accl >> (64 - nacc) : 0;
   for (; i < n; ++i) {
     append(enc[in[i]]);
     while (nacc >= 8) {
@@ -212,29 +236,30 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   return r;
 }
 
-// Codeword lookups per flush: pairs for codes of at most 12 bits, else 4 single lookups for
-// codes of at most 12 bits (4 x 12 + 7 <= 58 bits), else 3 (3 x 16 + 7).
-#define HPCNN_PACK_VARIANTS(X) X(0) X(4) X(3)
-#define HPCNN_PACK_FN(K)                                                                                                          \
-  HPCNN_HOT_TARGET PartResult pack_gaps_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left, const uint32_t* pair, \
-                                            uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                    \
-    return pack_part<true, K>(in, n, enc, left, pair, pos, end, be, gaps, slog2);                                                     \
-  }                                                                                                                               \
+// Codeword lookups per flush: quads (AVX-512) or pairs for codes of at most 12 bits, else 4
+// single lookups for codes of at most 12 bits (4 x 12 + 7 <= 58 bits), else 3 (3 x 16 + 7).
+#define HPCNN_PACK_VARIANTS(X) X(0) X(4) X(3) X(1)
+#define HPCNN_PACK_FN(K)                                                                                                                  \
+  HPCNN_HOT_TARGET PartResult pack_gaps_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left, const uint32_t* pair,  \
+                                            const QuadTables* quad, uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) { \
+    return pack_part<true, K>(in, n, enc, left, pair, quad, pos, end, be, gaps, slog2);                                                   \
+  }                                                                                                                                       \
   HPCNN_HOT_TARGET PartResult pack_plain_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left, const uint32_t* pair, \
-                                             uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) {                   \
-    return pack_part<false, K>(in, n, enc, left, pair, pos, end, be, gaps, slog2);                                                    \
+                                             const QuadTables* quad, uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) { \
+    return pack_part<false, K>(in, n, enc, left, pair, quad, pos, end, be, gaps, slog2);                                                  \
   }
 HPCNN_PACK_VARIANTS(HPCNN_PACK_FN)
 #undef HPCNN_PACK_FN
+static_assert(kQuadFlush == 1, "pack_gaps_1 / pack_plain_1 are the quad variants");
 
-using PackFn = PartResult (*)(const uint8_t*, size_t, const uint32_t*, const uint64_t*, const uint32_t*, uint64_t, uint64_t, uint8_t*, uint8_t*,
-                              uint32_t);
-PackFn pick_pack(bool gaps, bool pair, int max_length) {
-  const int k = pair ? 0 : max_length <= 12 ? 4 : 3;
-  switch (k) {
-    case 0: return gaps ? pack_gaps_0 : pack_plain_0;
-    case 4: return gaps ? pack_gaps_4 : pack_plain_4;
-    default: return gaps ? pack_gaps_3 : pack_plain_3;
+enum class Lookup { quad, pair, single };
+using PackFn = PartResult (*)(const uint8_t*, size_t, const uint32_t*, const uint64_t*, const uint32_t*, const QuadTables*, uint64_t, uint64_t,
+                              uint8_t*, uint8_t*, uint32_t);
+PackFn pick_pack(bool gaps, Lookup lookup, int max_length) {
+  switch (lookup) {
+    case Lookup::quad: return gaps ? pack_gaps_1 : pack_plain_1;
+    case Lookup::pair: return gaps ? pack_gaps_0 : pack_plain_0;
+    default: return max_length <= 12 ? (gaps ? pack_gaps_4 : pack_plain_4) : (gaps ? pack_gaps_3 : pack_plain_3);
   }
 }
 
@@ -371,13 +396,23 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     // Each thread builds its own pair table per block: nsym^2 stores, cheaper than fetching
     // lines another core wrote.
     thread_local std::vector<uint32_t> pair;
-    int pair_block = -1, left_block = -1;
+    int pair_block = -1, left_block = -1, quad_block = -1;
     uint64_t left[256];
+    QuadTables quad;
+    const bool quads = quad_pack_available();
 #pragma omp for schedule(dynamic, 1)
     for (int t = 0; t < P; ++t) {
       const Part& pt = parts[t];
       const BlockPlan& bp = plan.blocks[pt.block];
-      const bool use_pair = bp.n >= kPairTableMinBytes && bp.symbols <= kPairTableMaxSymbols && bp.max_length <= 12;
+      const Lookup lookup = bp.max_length > 12                                                             ? Lookup::single
+                            : quads                                                                        ? Lookup::quad
+                            : bp.n >= kPairTableMinBytes && bp.symbols <= kPairTableMaxSymbols ? Lookup::pair
+                                                                                                           : Lookup::single;
+      const bool use_pair = lookup == Lookup::pair;
+      if (lookup == Lookup::quad && quad_block != pt.block) {
+        make_quad_tables(bp.enc, quad);
+        quad_block = pt.block;
+      }
       if (use_pair && pair_block != pt.block) {
         pair.resize(65536);
         uint8_t present[256];
@@ -387,13 +422,13 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
         for (int k = 0; k < nsym; ++k) build_pair_row(bp.enc, present, nsym, present[k], pair.data());
         pair_block = pt.block;
       }
-      if (!use_pair && left_block != pt.block) {
+      if (lookup == Lookup::single && left_block != pt.block) {
         for (int s = 0; s < 256; ++s) left[s] = left_entry(bp.enc[s]);
         left_block = pt.block;
       }
-      const PackFn pack = pick_pack(fh.gap_array(), use_pair, bp.max_length);
-      results[t] = pack(in + pt.begin, pt.end - pt.begin, bp.enc.data(), left, use_pair ? pair.data() : nullptr, pt.bit_begin, pt.bit_end, be,
-                        gap_bytes.data(), fh.segment_log2);
+      const PackFn pack = pick_pack(fh.gap_array(), lookup, bp.max_length);
+      results[t] = pack(in + pt.begin, pt.end - pt.begin, bp.enc.data(), left, use_pair ? pair.data() : nullptr, &quad, pt.bit_begin, pt.bit_end,
+                        be, gap_bytes.data(), fh.segment_log2);
     }
   }
   for (int u = 0; u < P; ++u)

@@ -4,7 +4,8 @@
 // hashed in the same pass on one thread), optimal length-limited canonical code, the bit length
 // of each part from its blocks' histograms, a prefix sum over the parts, and the parts packed in
 // parallel (a few per thread, taken dynamically), each from its bit offset. Packing combines four
-// codewords (two pair-table lookups for codes of at most 12 bits) per 64-bit flush into a
+// codewords per 64-bit flush (for codes of at most 12 bits: AVX-512 vector lookups, pack_quads()
+// in quad_pack.h, where the CPU has AVX-512 VBMI, else two pair-table lookups) into a
 // big-endian byte stream that becomes the format's MSB-first 32-bit words in place, and records
 // the gap array without branching on segment boundaries. The output bytes do not depend on the
 // thread count. Incompressible chunks are stored raw; a chunk of one repeated byte is stored as
