@@ -1,6 +1,7 @@
 #include "huffman/cpu/decoder.h"
 
 #include <algorithm>
+#include <immintrin.h>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -229,6 +230,25 @@ void decode_group(const DecodeTable& t, const uint8_t* src_words, uint64_t nword
   }
 }
 
+// Lane outputs into place: 32-byte moves (glibc's memcpy takes `rep movsb` for these sizes,
+// which was slower here).
+__attribute__((target("avx2"))) void copy_out_avx2(uint8_t* __restrict d, const uint8_t* __restrict s, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+  }
+  std::memcpy(d + i, s + i, n - i);
+  _mm256_zeroupper();
+}
+void copy_out(uint8_t* d, const uint8_t* s, size_t n) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) copy_out_avx2(d, s, n);
+  else std::memcpy(d, s, n);
+}
+
 }  // namespace
 
 void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out,
@@ -421,7 +441,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
             }
           }
           for (int i = first; i < last; ++i) {
-            if (!(in_place && i == first)) std::memcpy(out + at, lanes[i].out, lanes[i].count);
+            if (!(in_place && i == first)) copy_out(out + at, lanes[i].out, lanes[i].count);
             if (t == 0) hash.add(out + at, lanes[i].count);
             at += lanes[i].count;
           }
