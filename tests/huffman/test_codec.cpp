@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -76,6 +77,21 @@ TEST_CASE("parts of every size and thread count give the one-thread bytes", "[hu
           }
         }
     }
+  }
+}
+
+TEST_CASE("byte_histogram counts every byte, past what one 16-bit sub-histogram counter holds", "[huffman]") {
+  // 3 MiB: a run of 1.5 MiB of one value (2^17 per sub-histogram, twice a 16-bit counter), text,
+  // and an odd tail; counted against a plain loop.
+  std::vector<uint8_t> in(3u << 20, 200);
+  const auto text = text_like(1u << 20, 3);
+  std::copy(text.begin(), text.end(), in.begin() + (3u << 19));
+  for (size_t i = in.size() - 1001; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 37);
+  for (size_t n : {in.size(), in.size() - 7, size_t{15}}) {
+    uint64_t got[256] = {}, want[256] = {};
+    byte_histogram(in.data(), n, got);
+    for (size_t i = 0; i < n; ++i) ++want[in[i]];
+    CHECK(std::equal(got, got + 256, want));
   }
 }
 

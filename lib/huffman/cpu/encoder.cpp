@@ -286,33 +286,33 @@ void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present
 
 namespace {
 
-// Byte counts in four sub-histograms of 32-bit counters, one per byte of each 32-bit word: runs
-// of one byte value (common in images) then do not increment the same counter back to back. (Eight
-// tables of 16-bit counters, the same 4 KiB of the L1 cache, were about 5% slower on the
-// reference machine: the loop is bound by its stores, about one cycle per byte either way.)
-// add() at most kMaxAdd bytes between two fold()s.
+// Byte counts in sixteen sub-histograms of 16-bit counters (8 KiB of the L1 cache), one per byte
+// of each 16-byte step: runs of one byte value (common in images) then do not increment the same
+// counter back to back. The loop is bound by its stores, about one cycle per byte; in one-process
+// A/B runs (2026-12-04) this was 2% faster than four 32-bit sub-histograms on text and 4% on
+// Fashion-MNIST (eight 16-bit ones: 0% and 2.5%). add() at most kMaxAdd bytes between two fold()s.
 struct ByteCounter {
-  static constexpr size_t kMaxAdd = size_t{1} << 32;
-  uint32_t h[4][256] = {};
+  static constexpr size_t kMaxAdd = size_t{1} << 19;  // at most 2^15 per 16-bit counter
+  uint16_t h[16][256] = {};
   HPCNN_HOT_TARGET void add(const uint8_t* in, size_t n) {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint32_t a, b;
-      std::memcpy(&a, in + i, 4);
-      std::memcpy(&b, in + i + 4, 4);
-      ++h[0][a & 0xFF];
-      ++h[1][(a >> 8) & 0xFF];
-      ++h[2][(a >> 16) & 0xFF];
-      ++h[3][a >> 24];
-      ++h[0][b & 0xFF];
-      ++h[1][(b >> 8) & 0xFF];
-      ++h[2][(b >> 16) & 0xFF];
-      ++h[3][b >> 24];
+    for (; i + 16 <= n; i += 16) {
+      uint64_t a, b;
+      std::memcpy(&a, in + i, 8);
+      std::memcpy(&b, in + i + 8, 8);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) ++h[k][(a >> (8 * k)) & 0xFF];
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) ++h[8 + k][(b >> (8 * k)) & 0xFF];
     }
-    for (; i < n; ++i) ++h[i & 3][in[i]];
+    for (; i < n; ++i) ++h[i & 15][in[i]];
   }
   void fold(uint64_t counts[256]) {
-    for (int s = 0; s < 256; ++s) counts[s] += uint64_t{h[0][s]} + h[1][s] + h[2][s] + h[3][s];
+    for (int s = 0; s < 256; ++s) {
+      uint32_t t = 0;
+      for (int k = 0; k < 16; ++k) t += h[k][s];
+      counts[s] += t;
+    }
     std::memset(h, 0, sizeof h);
   }
 };

@@ -23,7 +23,7 @@ namespace hpcnn::huffman {
 // Encodes `n` bytes (1 <= n <= fh.chunk_size) into `out`: chunk header and payload.
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out);
 
-// Adds the byte histogram of `n` bytes to counts (eight interleaved sub-histograms).
+// Adds the byte histogram of `n` bytes to counts (sixteen interleaved sub-histograms).
 void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]);
 
 }  // namespace hpcnn::huffman
