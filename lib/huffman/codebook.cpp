@@ -9,15 +9,25 @@
 namespace hpcnn::huffman {
 
 CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
-  std::array<int, 256> syms{};
+  // Symbols by count, ties by symbol (the order a stable sort of the ascending symbols gives):
+  // sorted as keys count << 8 | symbol.
+  std::array<uint64_t, 256> key{};
   int n = 0;
   for (int s = 0; s < 256; ++s)
-    if (counts[s]) syms[n++] = s;
+    if (counts[s]) {
+      if (counts[s] >> 56) throw_error(ErrorKind::usage, "limited_code_lengths: counts must be below 2^56");
+      key[n++] = counts[s] << 8 | static_cast<uint64_t>(s);
+    }
   if (n < 2) throw_error(ErrorKind::bad_input, "a Huffman code needs at least two symbols");
   if (limit < 8 || limit > kMaxCodeLength) throw_error(ErrorKind::usage, "code length limit must be 8..16");
-  // By count, ties by symbol: the order a stable sort of the ascending symbols gives, without
-  // its temporary buffer.
-  std::sort(syms.begin(), syms.begin() + n, [&](int a, int b) { return counts[a] != counts[b] ? counts[a] < counts[b] : a < b; });
+  std::sort(key.begin(), key.begin() + n);
+  std::array<uint64_t, 257> lw;  // leaf weights in that order, and a sentinel
+  std::array<uint8_t, 256> syms;
+  for (int i = 0; i < n; ++i) {
+    lw[i] = key[i] >> 8;
+    syms[i] = static_cast<uint8_t>(key[i]);
+  }
+  lw[n] = UINT64_MAX;
 
   // Huffman's code first (two queues over the sorted leaves, O(n)): when it is no deeper than
   // the limit it is optimal under the limit too, and package-merge is not needed.
@@ -26,9 +36,9 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
     std::array<int, 2 * 256> parent{};
     int a = 0, b = n, next = n;  // leaf queue front, internal-node queue front, next node
     auto take = [&]() {
-      const bool leaf = a < n && (b == next || counts[syms[a]] <= w[b]);
+      const bool leaf = a < n && (b == next || lw[a] <= w[b]);
       const int node = leaf ? a++ : b++;
-      if (leaf) w[node] = counts[syms[node]];
+      if (leaf) w[node] = lw[node];
       return node;
     };
     for (; next < 2 * n - 1; ++next) {
@@ -53,32 +63,35 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
   // the leaves with the packages (pairs) of level j+1's list, leaves first on ties. The 2n-2
   // cheapest items of level 1 form the code, and the items taken from each level are a prefix
   // of its list: so only the number of leaves in each level's prefix is needed, and the symbol
-  // of weight rank r gets one bit for every level whose prefix holds more than r leaves.
+  // of weight rank r gets one bit for every level whose prefix holds more than r leaves. The
+  // merge takes its item without a branch (which one comes next is data, and mispredicted).
   constexpr int kMaxItems = 2 * 256;
   std::array<std::array<uint64_t, kMaxItems>, kMaxCodeLength + 1> weight;
   std::array<std::array<uint8_t, kMaxItems>, kMaxCodeLength + 1> leaf;
   std::array<int, kMaxCodeLength + 1> size{};
   for (int i = 0; i < n; ++i) {
-    weight[limit][i] = counts[syms[i]];
+    weight[limit][i] = lw[i];
     leaf[limit][i] = 1;
   }
   size[limit] = n;
   for (int level = limit - 1; level >= 1; --level) {
-    const auto& below = weight[level + 1];
-    const int packages = size[level + 1] / 2;
-    int a = 0, b = 0, k = 0;
-    while (a < n || b < packages) {
-      const uint64_t pw = b < packages ? below[2 * b] + below[2 * b + 1] : UINT64_MAX;
-      if (a < n && counts[syms[a]] <= pw) {
-        weight[level][k] = counts[syms[a++]];
-        leaf[level][k++] = 1;
-      } else {
-        weight[level][k] = pw;
-        leaf[level][k++] = 0;
-        ++b;
-      }
+    const uint64_t* below = weight[level + 1].data();
+    uint64_t* out_w = weight[level].data();
+    uint8_t* out_leaf = leaf[level].data();
+    const int packages = size[level + 1] / 2;  // at least 1: every level lists at least n >= 2 items
+    const int items = n + packages;
+    int a = 0, b = 0;
+    for (int k = 0; k < items; ++k) {
+      const int bb = std::min(b, packages - 1);
+      const uint64_t pw = b < packages ? below[2 * bb] + below[2 * bb + 1] : UINT64_MAX;
+      const uint64_t leaf_w = lw[a];  // the sentinel once the leaves are used up
+      const bool take_leaf = leaf_w <= pw;
+      out_w[k] = take_leaf ? leaf_w : pw;
+      out_leaf[k] = take_leaf;
+      a += take_leaf;
+      b += !take_leaf;
     }
-    size[level] = k;
+    size[level] = items;
   }
   std::array<int, kMaxCodeLength + 1> leaves_taken{};
   int take = 2 * n - 2;
