@@ -129,13 +129,17 @@ TEST_CASE("code-length table round trip and corruption", "[huffman]") {
               "code-length table with 1 symbols here");
 }
 
-TEST_CASE("limited_code_lengths refuses one symbol and limits outside 8..16", "[huffman]") {
+TEST_CASE("limited_code_lengths refuses one symbol, limits outside 8..16 and counts from 2^56", "[huffman]") {
   Histogram h{};
   h['a'] = 5;
   check_error([&] { limited_code_lengths(h, 12); }, ErrorKind::bad_input, "at least two symbols");
   h['b'] = 1;
   check_error([&] { limited_code_lengths(h, 7); }, ErrorKind::usage, "8..16");
   check_error([&] { limited_code_lengths(h, 17); }, ErrorKind::usage, "8..16");
+  h['c'] = uint64_t{1} << 56;  // its sort key (count << 8 | symbol) would overflow
+  check_error([&] { limited_code_lengths(h, 12); }, ErrorKind::usage, "below 2^56");
+  h['c'] = (uint64_t{1} << 56) - 1;
+  CHECK(limited_code_lengths(h, 12)['c'] == 1);
 }
 
 TEST_CASE("decode tables (single and multi-symbol) agree with bit-by-bit canonical decoding", "[huffman]") {
