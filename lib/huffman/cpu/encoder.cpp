@@ -377,8 +377,10 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     for (size_t u0 = bp.first_unit; u0 < bp.end_unit; u0 += part_units) {
       const size_t u1 = std::min(bp.end_unit, u0 + part_units);
       uint64_t bits = 0;
-      for (size_t u = u0; u < u1; ++u)
-        for (int s = 0; s < 256; ++s) bits += units[u][s] * bp.lengths[s];
+      if (u0 == bp.first_unit && u1 == bp.end_unit) bits = bp.bits;  // the whole block (one thread)
+      else
+        for (size_t u = u0; u < u1; ++u)
+          for (int s = 0; s < 256; ++s) bits += units[u][s] * bp.lengths[s];
       parts.push_back({u0 * kBlockUnit, std::min(n, u1 * kBlockUnit), bit, bit + bits, static_cast<int>(b)});
       bit += bits;
     }
@@ -444,8 +446,11 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     last_swapped = w;
   }
   if (fh.gap_array()) {
+    // Two 4-bit entries per byte (begin_huffman_chunk zeroed the gap array).
     uint8_t* g = out.data() + lay.gap_offset;
-    for (uint64_t k = 0; k < nseg; ++k) g[k >> 1] |= static_cast<uint8_t>(gap_bytes[k] << ((k & 1) * 4));
+    const uint8_t* gb = gap_bytes.data();
+    for (uint64_t j = 0; j < nseg / 2; ++j) g[j] = static_cast<uint8_t>(gb[2 * j] | gb[2 * j + 1] << 4);
+    if (nseg & 1) g[nseg / 2] = gb[nseg - 1];
   }
   finish_huffman_chunk(plan, n, checksum, out);
 }
