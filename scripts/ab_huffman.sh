@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# In-process A/B of the huffgpu CPU encoder and decoder: lib/huffman/cpu/encoder.cpp and
-# decoder.cpp at git revision REV (A) against the working tree's (B), each compiled with its entry
+# In-process A/B of the huffgpu CPU encoder and decoder: lib/huffman/cpu/encoder.cpp (with
+# quad_pack.cpp where REV has it) and decoder.cpp at git revision REV (A) against the working
+# tree's (B), each compiled with its entry
 # points renamed and linked into bench/huffman_ab.cpp with the rest of today's library (so changes
 # elsewhere, e.g. in block_split.cpp, are in both), timed in alternating pairs in one process:
 # one thread, in memory, same bytes checked. REV's two files must compile against today's headers.
@@ -38,11 +39,24 @@ done
 git -C "$here" show "$rev:lib/huffman/cpu/encoder.cpp" > "$tmp/encoder_a.cpp"
 git -C "$here" show "$rev:lib/huffman/cpu/decoder.cpp" > "$tmp/decoder_a.cpp"
 cxx=(g++ -std=c++20 -O3 -DNDEBUG -fopenmp -I"$here/lib" -w)  # the Release build's flags
-"${cxx[@]}" -Dencode_chunk=encode_chunk_A -Dbyte_histogram=byte_histogram_A -c "$tmp/encoder_a.cpp" -o "$tmp/ea.o"
+# The encoder side: encoder.cpp and, where the revision has it, quad_pack.cpp (AVX-512 packing).
+renames() { for f in encode_chunk byte_histogram pack_quads make_quad_tables quad_pack_available set_quad_pack_enabled; do echo "-D$f=${f}_$1"; done; }
+mapfile -t ren_a < <(renames A)
+mapfile -t ren_b < <(renames B)
+objs=("$tmp/ea.o" "$tmp/da.o" "$tmp/eb.o" "$tmp/db.o")
+"${cxx[@]}" "${ren_a[@]}" -c "$tmp/encoder_a.cpp" -o "$tmp/ea.o"
 "${cxx[@]}" -Ddecode_chunk=decode_chunk_A -c "$tmp/decoder_a.cpp" -o "$tmp/da.o"
-"${cxx[@]}" -Dencode_chunk=encode_chunk_B -Dbyte_histogram=byte_histogram_B -c "$here/lib/huffman/cpu/encoder.cpp" -o "$tmp/eb.o"
+"${cxx[@]}" "${ren_b[@]}" -c "$here/lib/huffman/cpu/encoder.cpp" -o "$tmp/eb.o"
 "${cxx[@]}" -Ddecode_chunk=decode_chunk_B -c "$here/lib/huffman/cpu/decoder.cpp" -o "$tmp/db.o"
-"${cxx[@]}" "$here/bench/huffman_ab.cpp" "$tmp"/{ea,da,eb,db}.o "$build/lib/huffman/libhpcnn_huffman.a" "$build/lib/core/libhpcnn_core.a" -lxxhash \
+if git -C "$here" show "$rev:lib/huffman/cpu/quad_pack.cpp" > "$tmp/quad_pack_a.cpp" 2> /dev/null; then
+  "${cxx[@]}" "${ren_a[@]}" -c "$tmp/quad_pack_a.cpp" -o "$tmp/qa.o"
+  objs+=("$tmp/qa.o")
+fi
+if [ -f "$here/lib/huffman/cpu/quad_pack.cpp" ]; then
+  "${cxx[@]}" "${ren_b[@]}" -c "$here/lib/huffman/cpu/quad_pack.cpp" -o "$tmp/qb.o"
+  objs+=("$tmp/qb.o")
+fi
+"${cxx[@]}" "$here/bench/huffman_ab.cpp" "${objs[@]}" "$build/lib/huffman/libhpcnn_huffman.a" "$build/lib/core/libhpcnn_core.a" -lxxhash \
   -o "$tmp/huffman_ab"
 echo "== A: $rev, B: the working tree; $pairs alternating pairs per file, one thread, in memory"
 "$tmp/huffman_ab" enc "$pairs" "${files[@]}"
