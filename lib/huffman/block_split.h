@@ -37,6 +37,9 @@ inline size_t block_units(size_t n) { return (n + kBlockUnit - 1) / kBlockUnit; 
 // `units[u]` is the histogram of bytes [u * kBlockUnit, min(n, (u + 1) * kBlockUnit)).
 // Returns the first unit of every block, in increasing order; the first is 0.
 std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units);
+// The same, given `total` (the sum of the units), and with `block_hists` (when not null): the
+// histogram of every block.
+std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units, const Histogram& total, std::vector<Histogram>* block_hists);
 
 // Bits of the compact code-length table and block-table entry of a block with these lengths.
 uint64_t block_table_bits(const CodeLengths& lengths);

@@ -36,7 +36,8 @@ ChunkPlan plan_chunk(const std::vector<Histogram>& units, size_t n, const FileHe
     p.mode = ChunkMode::single_symbol;
     return p;
   }
-  const std::vector<uint32_t> starts = split_blocks(units);
+  std::vector<Histogram> block_hists;
+  const std::vector<uint32_t> starts = split_blocks(units, total, &block_hists);
   size_t table_size = kBlockEntrySize * starts.size();
   for (size_t b = 0; b < starts.size(); ++b) {
     BlockPlan bp;
@@ -44,9 +45,7 @@ ChunkPlan plan_chunk(const std::vector<Histogram>& units, size_t n, const FileHe
     bp.end_unit = b + 1 < starts.size() ? starts[b + 1] : units.size();
     bp.begin = bp.first_unit * kBlockUnit;
     bp.n = std::min(n, bp.end_unit * kBlockUnit) - bp.begin;
-    Histogram h{};
-    for (size_t u = bp.first_unit; u < bp.end_unit; ++u)
-      for (int s = 0; s < 256; ++s) h[s] += units[u][s];
+    const Histogram& h = block_hists[b];
     bp.lengths = block_code_lengths(h, fh.code_limit);
     const auto codes = canonical_codes(bp.lengths);
     for (int s = 0; s < 256; ++s) {
