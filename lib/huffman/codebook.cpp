@@ -63,12 +63,20 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
   // the leaves with the packages (pairs) of level j+1's list, leaves first on ties. The 2n-2
   // cheapest items of level 1 form the code, and the items taken from each level are a prefix
   // of its list: so only the number of leaves in each level's prefix is needed, and the symbol
-  // of weight rank r gets one bit for every level whose prefix holds more than r leaves. The
-  // merge takes its item without a branch (which one comes next is data, and mispredicted).
+  // of weight rank r gets one bit for every level whose prefix holds more than r leaves. Each
+  // merge runs from both ends at once, the front taking the lesser item, the back the greater
+  // (a package on ties), without branches: two independent chains of loads and compares.
   constexpr int kMaxItems = 2 * 256;
   std::array<std::array<uint64_t, kMaxItems>, kMaxCodeLength + 1> weight;
   std::array<std::array<uint8_t, kMaxItems>, kMaxCodeLength + 1> leaf;
   std::array<int, kMaxCodeLength + 1> size{};
+  // Leaf and package weights at indices 1.., with a sentinel on each side: 0 below (every real
+  // weight is at least 1) and UINT64_MAX above.
+  std::array<uint64_t, 256 + 2> lx;
+  std::array<uint64_t, kMaxItems / 2 + 2> px;
+  lx[0] = 0;
+  for (int i = 0; i < n; ++i) lx[i + 1] = lw[i];
+  lx[n + 1] = UINT64_MAX;
   for (int i = 0; i < n; ++i) {
     weight[limit][i] = lw[i];
     leaf[limit][i] = 1;
@@ -78,18 +86,32 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
     const uint64_t* below = weight[level + 1].data();
     uint64_t* out_w = weight[level].data();
     uint8_t* out_leaf = leaf[level].data();
-    const int packages = size[level + 1] / 2;  // at least 1: every level lists at least n >= 2 items
+    const int packages = size[level + 1] / 2;
     const int items = n + packages;
-    int a = 0, b = 0;
-    for (int k = 0; k < items; ++k) {
-      const int bb = std::min(b, packages - 1);
-      const uint64_t pw = b < packages ? below[2 * bb] + below[2 * bb + 1] : UINT64_MAX;
-      const uint64_t leaf_w = lw[a];  // the sentinel once the leaves are used up
-      const bool take_leaf = leaf_w <= pw;
-      out_w[k] = take_leaf ? leaf_w : pw;
-      out_leaf[k] = take_leaf;
-      a += take_leaf;
-      b += !take_leaf;
+    px[0] = 0;
+    for (int j = 0; j < packages; ++j) px[j + 1] = below[2 * j] + below[2 * j + 1];
+    px[packages + 1] = UINT64_MAX;
+    int fa = 1, fb = 1;                // front: next leaf and package
+    int ba = n, bb = packages;         // back: last leaf and package not yet placed
+    const int half = items / 2;        // the front places [0, half), the back [half, items)
+    for (int k = 0; k < half; ++k) {
+      const uint64_t fl = lx[fa], fp = px[fb];
+      const bool front_leaf = fl <= fp;
+      out_w[k] = front_leaf ? fl : fp;
+      out_leaf[k] = front_leaf;
+      fa += front_leaf;
+      fb += !front_leaf;
+      const uint64_t bl = lx[ba], bp = px[bb];
+      const bool back_package = bp >= bl;
+      out_w[items - 1 - k] = back_package ? bp : bl;
+      out_leaf[items - 1 - k] = !back_package;
+      ba -= !back_package;
+      bb -= back_package;
+    }
+    if (items & 1) {  // the middle item: what the back takes next
+      const bool back_package = px[bb] >= lx[ba];
+      out_w[half] = back_package ? px[bb] : lx[ba];
+      out_leaf[half] = !back_package;
     }
     size[level] = items;
   }
