@@ -1,7 +1,6 @@
 #include "huffman/cpu/decoder.h"
 
 #include <algorithm>
-#include <immintrin.h>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -16,6 +15,10 @@
 #include "huffman/codebook.h"
 #include "huffman/cpu/byte_swap.h"
 #include "huffman/cpu/hot.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace hpcnn::huffman {
 namespace {
@@ -231,7 +234,8 @@ void decode_group(const DecodeTable& t, const uint8_t* src_words, uint64_t nword
 }
 
 // Lane outputs into place: 32-byte moves (glibc's memcpy takes `rep movsb` for these sizes,
-// which was slower here).
+// which was slower here: the copy took about twice as long).
+#if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) void copy_out_avx2(uint8_t* __restrict d, const uint8_t* __restrict s, size_t n) {
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {
@@ -248,6 +252,9 @@ void copy_out(uint8_t* d, const uint8_t* s, size_t n) {
   if (avx2) copy_out_avx2(d, s, n);
   else std::memcpy(d, s, n);
 }
+#else
+void copy_out(uint8_t* d, const uint8_t* s, size_t n) { std::memcpy(d, s, n); }
+#endif
 
 }  // namespace
 
