@@ -252,7 +252,27 @@ void copy_out(uint8_t* d, const uint8_t* s, size_t n) {
   if (avx2) copy_out_avx2(d, s, n);
   else std::memcpy(d, s, n);
 }
+__attribute__((target("avx2"))) void copy_out_stream_avx2(uint8_t* __restrict d, const uint8_t* __restrict s, size_t n) {
+  const size_t head = std::min(n, static_cast<size_t>(-reinterpret_cast<uintptr_t>(d) & 31));
+  std::memcpy(d, s, head);
+  size_t i = head;
+  for (; i + 64 <= n; i += 64) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+  }
+  std::memcpy(d + i, s + i, n - i);
+  _mm_sfence();
+  _mm256_zeroupper();
+}
+void copy_out_stream(uint8_t* d, const uint8_t* s, size_t n) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) copy_out_stream_avx2(d, s, n);
+  else std::memcpy(d, s, n);
+}
 #else
+void copy_out_stream(uint8_t* d, const uint8_t* s, size_t n) { std::memcpy(d, s, n); }
 void copy_out(uint8_t* d, const uint8_t* s, size_t n) { std::memcpy(d, s, n); }
 #endif
 
@@ -448,8 +468,15 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
             }
           }
           for (int i = first; i < last; ++i) {
-            if (!(in_place && i == first)) copy_out(out + at, lanes[i].out, lanes[i].count);
-            if (t == 0) hash.add(out + at, lanes[i].count);
+            if (in_place && i == first) {
+              hash.add(out + at, lanes[i].count);
+            } else if (t == 0) {
+              // Thread 0 hashes the lane's output where it is in cache and streams it into place.
+              hash.add(lanes[i].out, lanes[i].count);
+              copy_out_stream(out + at, lanes[i].out, lanes[i].count);
+            } else {
+              copy_out(out + at, lanes[i].out, lanes[i].count);
+            }
             at += lanes[i].count;
           }
         }
