@@ -234,45 +234,37 @@ void decode_group(const DecodeTable& t, const uint8_t* src_words, uint64_t nword
 }
 
 // Lane outputs into place: 32-byte moves (glibc's memcpy takes `rep movsb` for these sizes,
-// which was slower here: the copy took about twice as long).
+// which was slower here: the copy took about twice as long). kStream: non-temporal stores from the
+// first 32-byte boundary of the destination (no reads for ownership of output lines that are not
+// in the cache), for output the caller does not read back soon.
 #if defined(__x86_64__) && defined(__GNUC__)
+template <bool kStream>
 __attribute__((target("avx2"))) void copy_out_avx2(uint8_t* __restrict d, const uint8_t* __restrict s, size_t n) {
-  size_t i = 0;
+  size_t i = kStream ? std::min(n, static_cast<size_t>(-reinterpret_cast<uintptr_t>(d) & 31)) : 0;
+  std::memcpy(d, s, i);
   for (; i + 64 <= n; i += 64) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+    if constexpr (kStream) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+    }
   }
   std::memcpy(d + i, s + i, n - i);
+  if constexpr (kStream) _mm_sfence();  // ordered before whatever the caller does next
   _mm256_zeroupper();
 }
+template <bool kStream>
 void copy_out(uint8_t* d, const uint8_t* s, size_t n) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) copy_out_avx2(d, s, n);
-  else std::memcpy(d, s, n);
-}
-__attribute__((target("avx2"))) void copy_out_stream_avx2(uint8_t* __restrict d, const uint8_t* __restrict s, size_t n) {
-  const size_t head = std::min(n, static_cast<size_t>(-reinterpret_cast<uintptr_t>(d) & 31));
-  std::memcpy(d, s, head);
-  size_t i = head;
-  for (; i + 64 <= n; i += 64) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
-  }
-  std::memcpy(d + i, s + i, n - i);
-  _mm_sfence();
-  _mm256_zeroupper();
-}
-void copy_out_stream(uint8_t* d, const uint8_t* s, size_t n) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) copy_out_stream_avx2(d, s, n);
+  if (avx2) copy_out_avx2<kStream>(d, s, n);
   else std::memcpy(d, s, n);
 }
 #else
-void copy_out_stream(uint8_t* d, const uint8_t* s, size_t n) { std::memcpy(d, s, n); }
+template <bool kStream>
 void copy_out(uint8_t* d, const uint8_t* s, size_t n) { std::memcpy(d, s, n); }
 #endif
 
@@ -473,9 +465,9 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
             } else if (t == 0) {
               // Thread 0 hashes the lane's output where it is in cache and streams it into place.
               hash.add(lanes[i].out, lanes[i].count);
-              copy_out_stream(out + at, lanes[i].out, lanes[i].count);
+              copy_out<true>(out + at, lanes[i].out, lanes[i].count);
             } else {
-              copy_out(out + at, lanes[i].out, lanes[i].count);
+              copy_out<false>(out + at, lanes[i].out, lanes[i].count);
             }
             at += lanes[i].count;
           }
