@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <random>
 
@@ -107,6 +108,18 @@ TEST_CASE("the AVX-512 quad packer writes the scalar packers' bytes", "[huffman]
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi"))
     REQUIRE(quad_pack_available());  // the fast path must not quietly fall away on a CPU that has it
 #endif
+  if (quad_pack_available()) {
+    QuadTables t;
+    std::array<uint32_t, 256> enc{};
+    enc['a'] = 0 | 1u << 24;
+    enc['b'] = 1 | 1u << 24;
+    make_quad_tables(enc, t);
+    std::vector<uint8_t> in(2112, 'a'), out(2112);
+    for (size_t n : {size_t{0}, size_t{65}, size_t{2112}}) {
+      QuadStream st{0, 0, out.data()};
+      check_error([&] { pack_quads(in.data(), n, t, st); }, ErrorKind::usage, "positive multiple of 64, at most 2048");
+    }
+  }
   std::mt19937_64 rng(31);
   std::vector<uint8_t> wide(300001), mix;
   for (auto& b : wide) b = static_cast<uint8_t>(std::min<uint64_t>(255, rng() % 64 + rng() % 64 + rng() % 160));

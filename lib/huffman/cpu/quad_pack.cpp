@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/error.h"
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define HPCNN_QUAD_PACK 1
 #include <immintrin.h>
@@ -63,6 +65,7 @@ constexpr size_t kMaxSymbols = 2048;
 
 __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(const uint8_t* in, size_t n, const QuadTables& t, QuadStream& st,
                                                                                uint8_t* gaps, uint32_t offset, uint32_t segment_log2) {
+  if (n == 0 || n % 64 != 0 || n > kMaxSymbols) throw_error(ErrorKind::usage, "pack_quads: n must be a positive multiple of 64, at most 2048");
   const __m512i lo0 = _mm512_load_si512(t.lo), lo1 = _mm512_load_si512(t.lo + 64);
   const __m512i lo2 = _mm512_load_si512(t.lo + 128), lo3 = _mm512_load_si512(t.lo + 192);
   const __m512i hi0 = _mm512_load_si512(t.hi), hi1 = _mm512_load_si512(t.hi + 64);
@@ -135,8 +138,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
   st.nacc = nacc;
   st.o = o;
   // The boundary B that a crossing quad holds gets the first of its codeword ends at or after B,
-  // minus B: the least of (end - B) taken as unsigned (an end before B wraps to a large value);
-  // the first codeword ends where the other three do not.
+  // minus B: the least of (end - B) taken as unsigned (an end before B wraps to a large value).
+  // d0 is for the first codeword's end: the quad's end less the other three lengths.
   for (size_t k = 0; k < g; ++k)
     for (uint32_t c = crossing[k]; c; c &= c - 1) {
       const int q = __builtin_ctz(c);

@@ -42,7 +42,8 @@ struct QuadStream {
   uint8_t* o = nullptr;
 };
 
-// Packs the codewords of in[0..n) (n a multiple of 64, at most 2048) into the stream, four at a
+// Packs the codewords of in[0..n) (n a positive multiple of 64, at most 2048, else a usage
+// error) into the stream, four at a
 // time (at most 48 bits per 8-byte store: the caller leaves 8 bytes of room past the last byte
 // they complete). With `gaps` (else null): the codewords start at bit `offset` (< S =
 // 2^segment_log2) of a segment, and every segment boundary B = m*S that a codeword crosses or
