@@ -37,6 +37,7 @@ constexpr uint64_t kMinLaneBits = 1 << 14;
 constexpr uint64_t kLaneBits = 1 << 18;
 constexpr int kGroupsPerThread = 4;  // with several threads, for balance
 constexpr uint64_t kMinThreadBits = 1 << 17;  // less stream than this per thread is not worth one
+constexpr uint64_t kStreamOutBytes = 2 << 20;
 
 // One lane: bit range [begin, end) of the stream, decoded into `out`.
 struct Lane {
@@ -386,6 +387,10 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       bool out_of_memory = false;
       uint64_t overflow_total = 0;
       Checksum64Stream hash;  // thread 0's
+      // Non-temporal stores for outputs larger than the L2 cache: no reads for ownership of lines
+      // that are not cached; a small output stays in the cache for whoever reads it next (with
+      // streaming stores files of 100 KB decoded 4-9% slower, 4 MiB chunks 0-3% faster).
+      const bool stream_out = h.original_length >= kStreamOutBytes;
 #pragma omp parallel num_threads(T)
       {
         thread_local std::vector<uint32_t> words;
@@ -463,9 +468,11 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
             if (in_place && i == first) {
               hash.add(out + at, lanes[i].count);
             } else if (t == 0) {
-              // Thread 0 hashes the lane's output where it is in cache and streams it into place.
+              // Thread 0 hashes the lane's output where it is in cache; a large chunk's output
+              // is streamed into place (its lines would not stay in the cache anyway).
               hash.add(lanes[i].out, lanes[i].count);
-              copy_out<true>(out + at, lanes[i].out, lanes[i].count);
+              if (stream_out) copy_out<true>(out + at, lanes[i].out, lanes[i].count);
+              else copy_out<false>(out + at, lanes[i].out, lanes[i].count);
             } else {
               copy_out<false>(out + at, lanes[i].out, lanes[i].count);
             }
