@@ -21,13 +21,17 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
   if (n < 2) throw_error(ErrorKind::bad_input, "a Huffman code needs at least two symbols");
   if (limit < 8 || limit > kMaxCodeLength) throw_error(ErrorKind::usage, "code length limit must be 8..16");
   std::sort(key.begin(), key.begin() + n);
-  std::array<uint64_t, 257> lw;  // leaf weights in that order, and a sentinel
+  // Leaf weights in that order at indices 1..n, with a sentinel on each side for the merges
+  // below: 0 (every real weight is at least 1) and UINT64_MAX.
+  std::array<uint64_t, 256 + 2> lx;
   std::array<uint8_t, 256> syms;
+  lx[0] = 0;
   for (int i = 0; i < n; ++i) {
-    lw[i] = key[i] >> 8;
+    lx[i + 1] = key[i] >> 8;
     syms[i] = static_cast<uint8_t>(key[i]);
   }
-  lw[n] = UINT64_MAX;
+  lx[n + 1] = UINT64_MAX;
+  const uint64_t* lw = lx.data() + 1;  // rank r's weight
 
   // Huffman's code first (two queues over the sorted leaves, O(n)): when it is no deeper than
   // the limit it is optimal under the limit too, and package-merge is not needed.
@@ -70,13 +74,7 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
   std::array<std::array<uint64_t, kMaxItems>, kMaxCodeLength + 1> weight;
   std::array<std::array<uint8_t, kMaxItems>, kMaxCodeLength + 1> leaf;
   std::array<int, kMaxCodeLength + 1> size{};
-  // Leaf and package weights at indices 1.., with a sentinel on each side: 0 below (every real
-  // weight is at least 1) and UINT64_MAX above.
-  std::array<uint64_t, 256 + 2> lx;
-  std::array<uint64_t, kMaxItems / 2 + 2> px;
-  lx[0] = 0;
-  for (int i = 0; i < n; ++i) lx[i + 1] = lw[i];
-  lx[n + 1] = UINT64_MAX;
+  std::array<uint64_t, kMaxItems / 2 + 2> px;  // package weights, with sentinels as lx
   for (int i = 0; i < n; ++i) {
     weight[limit][i] = lw[i];
     leaf[limit][i] = 1;

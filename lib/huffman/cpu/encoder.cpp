@@ -274,6 +274,14 @@ inline uint64_t left_entry(uint32_t enc) {
 constexpr size_t kPairTableMinBytes = 16 << 10;
 // Pairs of a small alphabet stay in the L1/L2 caches; with many symbols the 256 KiB table misses.
 constexpr int kPairTableMaxSymbols = 128;
+// Codes of at most 12 bits: AVX-512 quads where the CPU has them, else the pair table for a
+// large block of few symbols; otherwise single lookups.
+Lookup choose_lookup(const BlockPlan& bp, bool quads) {
+  if (bp.max_length > 12) return Lookup::single;
+  if (quads) return Lookup::quad;
+  return bp.n >= kPairTableMinBytes && bp.symbols <= kPairTableMaxSymbols ? Lookup::pair : Lookup::single;
+}
+
 void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present, int nsym, uint32_t b1, uint32_t* pair) {
   const uint32_t e1 = enc[b1], l1 = e1 >> 24;
   for (int k = 0; k < nsym; ++k) {
@@ -406,10 +414,7 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     for (int t = 0; t < P; ++t) {
       const Part& pt = parts[t];
       const BlockPlan& bp = plan.blocks[pt.block];
-      const Lookup lookup = bp.max_length > 12                                                             ? Lookup::single
-                            : quads                                                                        ? Lookup::quad
-                            : bp.n >= kPairTableMinBytes && bp.symbols <= kPairTableMaxSymbols ? Lookup::pair
-                                                                                                           : Lookup::single;
+      const Lookup lookup = choose_lookup(bp, quads);
       const bool use_pair = lookup == Lookup::pair;
       if (lookup == Lookup::quad && quad_block != pt.block) {
         make_quad_tables(bp.enc, quad);
