@@ -6,7 +6,9 @@
 // in separate runs differ by more than most changes; alternating pairs in one process see the
 // same machine. The decoders decode the same encoded chunks (today's encoder).
 // usage: huffman_ab enc|dec PAIRS FILE...   (one thread, default header: 4 MiB chunks, S = 256,
-//        L = 12; HUFFMAN_AB_NO_GAP_ARRAY=1: without gap arrays)
+//        L = 12; HUFFMAN_AB_NO_GAP_ARRAY=1: without gap arrays; HUFFMAN_AB_NO_QUAD=1: A and B with
+//        the AVX-512 quad packer off (the scalar packers, as on CPUs without AVX-512 VBMI);
+//        HUFFMAN_AB_B_NO_QUAD=1: B only, to compare the two packing paths on one CPU)
 // Prints per file A's and B's best MB/s of original data, best B/A and the median of the pairs'
 // B/A ratios (above 1: B faster); exits 1 when A and B write different bytes or a decoder
 // returns other bytes than the input.
@@ -31,6 +33,8 @@ void decode_chunk_A(const ChunkHeader& h, const uint8_t* chunk, const FileHeader
                     uint64_t index, uint64_t offset);
 void decode_chunk_B(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out, DecoderScratch& scratch,
                     uint64_t index, uint64_t offset);
+void set_quad_pack_enabled_B(bool enabled);
+__attribute__((weak)) void set_quad_pack_enabled_A(bool enabled);  // absent where A predates quad_pack.cpp
 }  // namespace hpcnn::huffman
 
 using namespace hpcnn::huffman;
@@ -75,7 +79,10 @@ int main(int argc, char** argv) {
   const bool enc = std::strcmp(argv[1], "enc") == 0;
   const int pairs = std::atoi(argv[2]);
   FileHeader fh;
-  if (const char* v = std::getenv("HUFFMAN_AB_NO_GAP_ARRAY"); v && *v == '1') fh.flags = 0;
+  const auto env_on = [](const char* name) { const char* v = std::getenv(name); return v && *v == '1'; };
+  if (env_on("HUFFMAN_AB_NO_QUAD") || env_on("HUFFMAN_AB_B_NO_QUAD")) set_quad_pack_enabled_B(false);
+  if (env_on("HUFFMAN_AB_NO_QUAD") && set_quad_pack_enabled_A) set_quad_pack_enabled_A(false);
+  if (env_on("HUFFMAN_AB_NO_GAP_ARRAY")) fh.flags = 0;
   int status = 0;
   for (int a = 3; a < argc; ++a) {
     std::ifstream f(argv[a], std::ios::binary);
