@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # In-process A/B of the huffgpu CPU encoder and decoder: lib/huffman/cpu/encoder.cpp (with
-# quad_pack.cpp where REV has it) and decoder.cpp at git revision REV (A) against the working
-# tree's (B), each compiled with its entry
-# points renamed and linked into bench/huffman_ab.cpp with the rest of today's library (so changes
-# elsewhere, e.g. in block_split.cpp, are in both), timed in alternating pairs in one process:
-# one thread, in memory, same bytes checked. REV's two files must compile against today's headers.
+# quad_pack.cpp where REV has it), decoder.cpp and lib/huffman/codebook.cpp (code construction
+# and decode tables, as the encoder and decoder of REV call them) at git revision REV (A) against
+# the working tree's (B), each compiled with its entry points renamed and linked into
+# bench/huffman_ab.cpp with the rest of today's library (so changes elsewhere, e.g. in
+# block_split.cpp or chunk_plan.cpp, are in both), timed in alternating pairs in one process:
+# one thread, in memory, same bytes checked. REV's files must compile against today's headers.
 # usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]
 #   defaults: PAIRS 16; files: the corpus concatenated in name order, bible.txt, Fashion-MNIST's
 #   training images. Run scripts/setup.sh and scripts/build.sh first (BUILD_DIR: another build).
@@ -36,26 +37,31 @@ fi
 for lib in "$build/lib/huffman/libhpcnn_huffman.a" "$build/lib/core/libhpcnn_core.a"; do
   [ -f "$lib" ] || { echo "ab_huffman.sh: $lib missing: run scripts/build.sh first" >&2; exit 2; }
 done
-git -C "$here" show "$rev:lib/huffman/cpu/encoder.cpp" > "$tmp/encoder_a.cpp"
-git -C "$here" show "$rev:lib/huffman/cpu/decoder.cpp" > "$tmp/decoder_a.cpp"
 cxx=(g++ -std=c++20 -O3 -DNDEBUG -fopenmp -I"$here/lib" -w)  # the Release build's flags
-# The encoder side: encoder.cpp and, where the revision has it, quad_pack.cpp (AVX-512 packing).
-renames() { for f in encode_chunk byte_histogram pack_quads make_quad_tables quad_pack_available set_quad_pack_enabled; do echo "-D$f=${f}_$1"; done; }
-mapfile -t ren_a < <(renames A)
-mapfile -t ren_b < <(renames B)
-objs=("$tmp/ea.o" "$tmp/da.o" "$tmp/eb.o" "$tmp/db.o")
-"${cxx[@]}" "${ren_a[@]}" -c "$tmp/encoder_a.cpp" -o "$tmp/ea.o"
-"${cxx[@]}" -Ddecode_chunk=decode_chunk_A -c "$tmp/decoder_a.cpp" -o "$tmp/da.o"
-"${cxx[@]}" "${ren_b[@]}" -c "$here/lib/huffman/cpu/encoder.cpp" -o "$tmp/eb.o"
-"${cxx[@]}" -Ddecode_chunk=decode_chunk_B -c "$here/lib/huffman/cpu/decoder.cpp" -o "$tmp/db.o"
-if git -C "$here" show "$rev:lib/huffman/cpu/quad_pack.cpp" > "$tmp/quad_pack_a.cpp" 2> /dev/null; then
-  "${cxx[@]}" "${ren_a[@]}" -c "$tmp/quad_pack_a.cpp" -o "$tmp/qa.o"
-  objs+=("$tmp/qa.o")
-fi
-if [ -f "$here/lib/huffman/cpu/quad_pack.cpp" ]; then
-  "${cxx[@]}" "${ren_b[@]}" -c "$here/lib/huffman/cpu/quad_pack.cpp" -o "$tmp/qb.o"
-  objs+=("$tmp/qb.o")
-fi
+# Each side's files, its entry points renamed (_A, _B): encoder.cpp, decoder.cpp, codebook.cpp
+# and, where the revision has it, quad_pack.cpp (AVX-512 packing).
+renames() {
+  for f in encode_chunk decode_chunk byte_histogram pack_quads make_quad_tables quad_pack_available set_quad_pack_enabled \
+    canonical_codes code_table_size write_code_table read_code_table build_decode_table limited_code_lengths; do echo "-D$f=${f}_$1"; done
+}
+objs=()
+side() {  # side A|B REV|"" : compiles that side's files (REV empty: the working tree)
+  local ren obj
+  mapfile -t ren < <(renames "$1")
+  for f in lib/huffman/cpu/encoder.cpp lib/huffman/cpu/decoder.cpp lib/huffman/codebook.cpp lib/huffman/cpu/quad_pack.cpp; do
+    obj="$tmp/$1_$(basename "$f" .cpp)"
+    if [ -n "$2" ]; then
+      git -C "$here" show "$2:$f" > "$obj.cpp" 2> /dev/null || continue  # quad_pack.cpp: not in older revisions
+    else
+      [ -f "$here/$f" ] || continue
+      cp "$here/$f" "$obj.cpp"
+    fi
+    "${cxx[@]}" "${ren[@]}" -c "$obj.cpp" -o "$obj.o"
+    objs+=("$obj.o")
+  done
+}
+side A "$rev"
+side B ""
 "${cxx[@]}" "$here/bench/huffman_ab.cpp" "${objs[@]}" "$build/lib/huffman/libhpcnn_huffman.a" "$build/lib/core/libhpcnn_core.a" -lxxhash \
   -o "$tmp/huffman_ab"
 echo "== A: $rev, B: the working tree; $pairs alternating pairs per file, one thread, in memory"

@@ -130,19 +130,47 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
   return out;
 }
 
+namespace {
+
+// Per-length counts and codes in eight runs of 32 symbols side by side: a counter update waits
+// for the one before it when lengths repeat (a store and a load of the same element, about 5
+// cycles), so one run over 256 symbols took four of these chains a third of a decode-table build
+// (2026-12-04); eight independent chains overlap.
+constexpr int kRuns = 8, kRunSymbols = 256 / kRuns;
+using RunCounts = std::array<std::array<uint32_t, kMaxCodeLength + 1>, kRuns>;
+
+RunCounts run_length_counts(const CodeLengths& lengths) {
+  RunCounts cnt{};
+  for (int s = 0; s < kRunSymbols; ++s)
+#pragma GCC unroll 8
+    for (int q = 0; q < kRuns; ++q) ++cnt[q][lengths[kRunSymbols * q + s]];
+  return cnt;
+}
+
+}  // namespace
+
 std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths) {
-  std::array<int, kMaxCodeLength + 2> count{};
-  for (int s = 0; s < 256; ++s) count[lengths[s]]++;
-  count[0] = 0;
-  std::array<uint32_t, kMaxCodeLength + 2> next{};
-  uint32_t code = 0;
+  const RunCounts cnt = run_length_counts(lengths);
+  // next[q][len]: the code of run q's first symbol of that length (canonical: codes ascend by
+  // length, then by symbol value, so the runs' codes of one length follow each other).
+  RunCounts next{};
+  uint32_t code = 0, before = 0;  // before: codewords one length shorter
   for (int len = 1; len <= kMaxCodeLength; ++len) {
-    code = (code + count[len - 1]) << 1;
-    next[len] = code;
+    code = (code + before) << 1;
+    before = 0;
+    for (int q = 0; q < kRuns; ++q) {
+      next[q][len] = code + before;
+      before += cnt[q][len];
+    }
   }
   std::array<uint32_t, 256> codes{};
-  for (int s = 0; s < 256; ++s)
-    if (lengths[s]) codes[s] = next[lengths[s]]++;
+  for (int s = 0; s < kRunSymbols; ++s)
+#pragma GCC unroll 8
+    for (int q = 0; q < kRuns; ++q) {
+      const int l = lengths[kRunSymbols * q + s];
+      const uint32_t c = next[q][l]++;  // next[q][0] counts absent symbols: unused
+      codes[kRunSymbols * q + s] = l ? c : 0;
+    }
   return codes;
 }
 
@@ -205,48 +233,106 @@ struct CanonicalOrder {
   std::array<uint32_t, kMaxCodeLength + 1> cover{};
 };
 
+// A symbol's place in canonical order is the number of codewords shorter than its own plus its
+// code's offset among those of its length.
 CanonicalOrder canonical_order(const CodeLengths& lengths, const std::array<uint32_t, 256>& codes) {
   CanonicalOrder c;
-  std::array<int, kMaxCodeLength + 2> first{};
-  for (int s = 0; s < 256; ++s) first[lengths[s] + 1]++;
-  first[1] = 0;  // absent symbols (length 0) are left out
-  for (int l = 2; l <= kMaxCodeLength + 1; ++l) first[l] += first[l - 1];
+  const RunCounts cnt = run_length_counts(lengths);
+  std::array<uint32_t, kMaxCodeLength + 1> per_length{};
+  for (int q = 0; q < kRuns; ++q)
+    for (int l = 1; l <= kMaxCodeLength; ++l) per_length[l] += cnt[q][l];
+  // base[l] = the place of the first codeword of length l, minus that codeword.
+  std::array<uint32_t, kMaxCodeLength + 1> base{};
+  uint32_t place = 0, code = 0;
+  for (int l = 1; l <= kMaxCodeLength; ++l) {
+    code = (code + per_length[l - 1]) << 1;
+    base[l] = place - code;
+    place += per_length[l];
+  }
+  c.n = static_cast<int>(place);
   for (int s = 0; s < 256; ++s) {
     const int l = lengths[s];
     if (!l) continue;
-    const int k = first[l]++;
+    const uint32_t k = base[l] + codes[s];
     c.sym[k] = static_cast<uint8_t>(s);
     c.len[k] = static_cast<uint8_t>(l);
     c.code[k] = codes[s];
-    ++c.n;
   }
   for (int w = 0; w <= kMaxCodeLength; ++w)
-    for (int k = 0; k < c.n && c.len[k] <= w; ++k) c.cover[w] += 1u << (w - c.len[k]);
+    for (int l = 1; l <= w; ++l) c.cover[w] += per_length[l] << (w - l);
   return c;
 }
 
-// Multi-symbol root entries: fills root[base, base + 2^W), the entries whose remaining W bits
-// follow `count` decoded symbols (`syms`, `used` bits). Each codeword of at most W bits owns a
-// contiguous range, split further for the next symbol (up to three); the rest of the range
-// (prefixes of longer codewords) ends the entry at the symbols so far. Every entry is written
-// once.
-void fill_multi(uint32_t* root, uint32_t base, int W, uint32_t syms, uint32_t used, int count, const CanonicalOrder& c) {
-  for (int k = 0; k < c.n && c.len[k] <= W; ++k) {
-    const int l = c.len[k];
-    const uint32_t b = base + (c.code[k] << (W - l));
-    const uint32_t syms2 = syms | static_cast<uint32_t>(c.sym[k]) << (8 * count), used2 = used + static_cast<uint32_t>(l);
-    if (count + 1 == 3 || l == W)
-      std::fill_n(root + b, size_t{1} << (W - l), syms2 | used2 << 24 | static_cast<uint32_t>(count + 1) << 30);
-    else
-      fill_multi(root, b, W - l, syms2, used2, count + 1, c);
+// Multi-symbol root entries, width by width. For every width W < K, `one` holds at offset 2^W
+// the entries of all W-bit windows with at most one whole codeword in them and `two` those with
+// at most two (count 0: none fits). The codewords of at most W bits own consecutive ranges of
+// the W-bit windows, in canonical order, up to cover[W]; a range's entries are its codeword
+// followed by the entries of the remaining W - l bits one level down. The root (W = K) is the
+// same one level up from `two`, so an entry decodes up to three codewords; root entries past
+// cover[K] (prefixes of longer codewords: second-level pointers) are left as they are. Every
+// entry is the same as decoding the window codeword by codeword (up to three); each is written
+// once, in loops over runs that the compiler vectorizes (the recursive fill it replaces spent
+// most of its time on calls for runs of a few entries: 2026-12-04, about twice as slow).
+//
+// Entry: symbols in bytes 0-2, bits used | count << 6 in byte 3. Prepending codeword s of length
+// l to an entry x of at most two symbols: its symbols move up a byte and l + 64 is added to the
+// top byte (used + l < 64, count + 1 <= 3, so no field overflows).
+__attribute__((target_clones("default", "avx2"))) void fill_multi(uint32_t* root, int K, const CanonicalOrder& c) {
+  thread_local std::vector<uint32_t> scratch;  // entries of an earlier code until overwritten
+  scratch.resize(size_t{2} << K);
+  uint32_t* const one = scratch.data();
+  uint32_t* const two = one + (size_t{1} << K);
+  // Fills dst[0, 2^W): each codeword of at most W bits followed by src (windows of W - l bits,
+  // at offset 2^(W - l); null: nothing after it), the rest with 0.
+  auto fill_width = [&](uint32_t* dst, int W, const uint32_t* src) {
+    uint32_t at = 0;
+    for (int k = 0; k < c.n && c.len[k] <= W; ++k) {
+      const int l = c.len[k];
+      const uint32_t run = 1u << (W - l);
+      const uint32_t pre = c.sym[k] | static_cast<uint32_t>(l + 64) << 24;
+      uint32_t* __restrict d = dst + at;
+      if (!src) {
+        std::fill_n(d, run, pre);
+      } else {
+        const uint32_t* __restrict x = src + run;
+        for (uint32_t r = 0; r < run; ++r) d[r] = ((x[r] & 0xFFFF) << 8) + (x[r] & 0xFF000000u) + pre;
+      }
+      at += run;
+    }
+    return at;
+  };
+  // Only the widths that are read: `two` at K - l and `one` at W - l for the lengths l that occur
+  // (width 0, no bits left: no codeword).
+  one[1] = two[1] = 0;
+  bool lengths_present[kMaxCodeLength + 1] = {}, need_two[kMaxCodeLength + 1] = {}, need_one[kMaxCodeLength + 1] = {};
+  for (int k = 0; k < c.n; ++k) lengths_present[c.len[k]] = true;
+  for (int l = 1; l < K; ++l)
+    if (lengths_present[l]) need_two[K - l] = true;
+  for (int W = 1; W < K; ++W)
+    for (int l = 1; l < W && need_two[W]; ++l)
+      if (lengths_present[l]) need_one[W - l] = true;
+  for (int W = 1; W < K; ++W) {
+    if (!need_one[W]) continue;
+    uint32_t* d = one + (size_t{1} << W);
+    std::fill(d + fill_width(d, W, nullptr), d + (size_t{1} << W), 0u);
   }
-  if (count > 0) std::fill_n(root + base + c.cover[W], (size_t{1} << W) - c.cover[W], syms | used << 24 | static_cast<uint32_t>(count) << 30);
+  for (int W = 1; W < K; ++W) {
+    if (!need_two[W]) continue;
+    uint32_t* d = two + (size_t{1} << W);
+    std::fill(d + fill_width(d, W, one), d + (size_t{1} << W), 0u);
+  }
+  fill_width(root, K, two);
 }
 
 }  // namespace
 
 DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool multi) {
   DecodeTable t;
+  build_decode_table(lengths, root_bits, multi, t);
+  return t;
+}
+
+void build_decode_table(const CodeLengths& lengths, int root_bits, bool multi, DecodeTable& t) {
   t.lengths = lengths;
   const auto codes = canonical_codes(lengths);
   t.max_length = 0;
@@ -258,7 +344,8 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
     }
   const int K = root_bits;  // fixed, so decoders can shift by a constant
   t.root_bits = K;
-  t.root.resize(size_t{1} << K);
+  t.root.assign(size_t{1} << K, 0);
+  t.sub.clear();
   if (t.max_length > K) {
     // Second-level tables: per K-bit prefix of longer codewords, as wide as the longest of them
     // minus K; the root entry points to it (count 0).
@@ -290,7 +377,7 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
   }
   if (multi) {
     // A root entry whose K bits hold further whole codewords decodes up to three at once.
-    fill_multi(t.root.data(), 0, K, 0, 0, 0, canonical_order(lengths, codes));
+    fill_multi(t.root.data(), K, canonical_order(lengths, codes));
   } else {
     for (int s = 0; s < 256; ++s) {
       const int len = lengths[s];
@@ -299,7 +386,6 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
       std::fill_n(t.root.data() + (codes[s] << (K - len)), size_t{1} << (K - len), entry);
     }
   }
-  return t;
 }
 
 }  // namespace hpcnn::huffman

@@ -51,6 +51,8 @@ struct DecodeTable {
 };
 
 DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits = 12, bool multi = false);
+// The same into `t`, reusing its memory (a decoder that builds one table per code block).
+void build_decode_table(const CodeLengths& lengths, int root_bits, bool multi, DecodeTable& t);
 
 // Field accessors of a table entry.
 inline uint32_t entry_bits(uint32_t e) { return (e >> 24) & 31; }

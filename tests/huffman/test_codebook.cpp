@@ -144,50 +144,73 @@ TEST_CASE("limited_code_lengths refuses one symbol, limits outside 8..16 and cou
 
 TEST_CASE("decode tables (single and multi-symbol) agree with bit-by-bit canonical decoding", "[huffman]") {
   std::mt19937_64 rng(3);
-  for (int limit : {9, 12, 16}) {
+  // Code shapes: many symbols of mixed counts, a geometric run (lengths 1, 2, 3, ... as in
+  // images with one dominant byte: entries of three short codewords), and two symbols.
+  std::vector<Histogram> shapes;
+  for (int k = 0; k < 3; ++k) {
     Histogram h{};
     for (int s = 0; s < 256; ++s) h[s] = (s % 3 == 0) ? 0 : 1 + (rng() % 2000) * (rng() % 4 == 0 ? 1000 : 1);
-    const CodeLengths l = limited_code_lengths(h, limit);
-    const auto c = canonical_codes(l);
-    // Reference: the symbol whose codeword is a prefix of v.
-    auto first = [&](uint64_t v, int* len) {
-      for (int s = 0; s < 256; ++s)
-        if (l[s] && (v >> (64 - l[s])) == c[s]) {
-          *len = l[s];
-          return s;
+    shapes.push_back(h);
+  }
+  Histogram geometric{};
+  for (int s = 0; s < 40; ++s) geometric[(s * 7) % 256] = (uint64_t{1} << 40 >> s) + 1;
+  shapes.push_back(geometric);
+  Histogram two{};
+  two['a'] = 5;
+  two['b'] = 3;
+  shapes.push_back(two);
+  DecodeTable reused;  // rebuilt for every code: no entry may survive from the code before
+  int shape = 0;
+  for (const Histogram& h : shapes) {
+    ++shape;
+    for (int limit : {9, 12, 16}) {
+      const CodeLengths l = limited_code_lengths(h, limit);
+      const auto c = canonical_codes(l);
+      // Reference: the symbol whose codeword is a prefix of v.
+      auto first = [&](uint64_t v, int* len) {
+        for (int s = 0; s < 256; ++s)
+          if (l[s] && (v >> (64 - l[s])) == c[s]) {
+            *len = l[s];
+            return s;
+          }
+        return -1;
+      };
+      for (bool multi : {false, true}) {
+        INFO("shape " << shape << ", limit " << limit << (multi ? ", multi-symbol" : ", single"));
+        const DecodeTable t = build_decode_table(l, 12, multi);
+        build_decode_table(l, 12, multi, reused);
+        CHECK(reused.root == t.root);
+        CHECK(reused.sub == t.sub);
+        int multi_entries = 0;
+        // Every root entry, each with random bits after its 12 (second-level lookups).
+        for (uint64_t index = 0; index < 4096; ++index) {
+          const uint64_t v = index << 52 | rng() >> 12;
+          uint32_t e = t.root[v >> 52];
+          if (entry_is_pointer(e)) e = t.sub[pointer_index(e) + ((v << 12) >> (64 - (e & 31)))];
+          const uint32_t count = entry_count(e);
+          REQUIRE(count >= 1);
+          if (!multi) CHECK(count == 1);
+          multi_entries += count > 1;
+          uint64_t rest = v;
+          uint32_t used = 0;
+          for (uint32_t k = 0; k < count; ++k) {
+            int len = 0;
+            const int sym = first(rest, &len);
+            REQUIRE(sym >= 0);
+            CHECK(((e >> (8 * k)) & 0xFF) == static_cast<uint32_t>(sym));
+            rest <<= len;
+            used += len;
+          }
+          CHECK(entry_bits(e) == used);
+          if (count > 1) CHECK(used <= 12);
+          if (count < 3 && multi && used <= 12) {  // greedy: the next codeword does not fit
+            int len = 0;
+            first(rest, &len);
+            CHECK(used + len > 12);
+          }
         }
-      return -1;
-    };
-    for (bool multi : {false, true}) {
-      const DecodeTable t = build_decode_table(l, 12, multi);
-      int multi_entries = 0;
-      for (int trial = 0; trial < 3000; ++trial) {
-        const uint64_t v = rng() >> (rng() % 4 == 0 ? 3 : 0);  // some with leading zero bits: short codes
-        uint32_t e = t.root[v >> 52];
-        if (entry_is_pointer(e)) e = t.sub[pointer_index(e) + ((v << 12) >> (64 - (e & 31)))];
-        const uint32_t count = entry_count(e);
-        REQUIRE(count >= 1);
-        if (!multi) CHECK(count == 1);
-        multi_entries += count > 1;
-        uint64_t rest = v;
-        uint32_t used = 0;
-        for (uint32_t k = 0; k < count; ++k) {
-          int len = 0;
-          const int sym = first(rest, &len);
-          REQUIRE(sym >= 0);
-          CHECK(((e >> (8 * k)) & 0xFF) == static_cast<uint32_t>(sym));
-          rest <<= len;
-          used += len;
-        }
-        CHECK(entry_bits(e) == used);
-        if (count > 1) CHECK(used <= 12);
-        if (count < 3 && multi && used <= 12) {  // greedy: the next codeword does not fit
-          int len = 0;
-          first(rest, &len);
-          CHECK(used + len > 12);
-        }
+        if (multi && limit == 12) CHECK(multi_entries > 0);
       }
-      if (multi && limit == 12) CHECK(multi_entries > 0);
     }
   }
 }

@@ -421,7 +421,7 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           if (in_place) lanes[first].out = out + front_out;
           try {
             if (table_block != group_list[g].block) {
-              table = build_decode_table(blocks[group_list[g].block].lengths, kRootBits, /*multi=*/true);
+              build_decode_table(blocks[group_list[g].block].lengths, kRootBits, /*multi=*/true, table);
               table_block = group_list[g].block;
             }
             decode_group(table, src_words, nwords, lanes.data() + first, last - first, words);
