@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "huffman/bitstream.h"
+#include "huffman/cpu/hot.h"  // HPCNN_VECTOR_TARGET: an AVX2 clone of the table fill
 
 namespace hpcnn::huffman {
 
@@ -277,7 +278,7 @@ CanonicalOrder canonical_order(const CodeLengths& lengths, const std::array<uint
 // Entry: symbols in bytes 0-2, bits used | count << 6 in byte 3. Prepending codeword s of length
 // l to an entry x of at most two symbols: its symbols move up a byte and l + 64 is added to the
 // top byte (used + l < 64, count + 1 <= 3, so no field overflows).
-__attribute__((target_clones("default", "avx2"))) void fill_multi(uint32_t* root, int K, const CanonicalOrder& c) {
+HPCNN_VECTOR_TARGET void fill_multi(uint32_t* root, int K, const CanonicalOrder& c) {
   thread_local std::vector<uint32_t> scratch;  // entries of an earlier code until overwritten
   scratch.resize(size_t{2} << K);
   uint32_t* const one = scratch.data();
