@@ -25,9 +25,12 @@ namespace {
 
 // Lanes decoded together by one thread. Each codeword lookup waits for the previous one of its
 // lane (shift, table load, shift: about 7 cycles), so the lanes' independent chains fill the
-// core: 6 lanes decode about 10% faster than 4 on the 2-core reference machine (AMD EPYC, Zen 4);
-// 8 run out of registers and are no faster than 4.
-constexpr int kInterleave = 6;
+// core. 6 lanes decoded about 10% faster than 4 on an AMD EPYC (Zen 4) with the root shift held
+// in a register; on an Intel Xeon (2026-12-04), with the shift an immediate (one register more
+// for the lanes), 7 lanes decoded 5-9% faster than those 6 (8: 5-9%; 5: 7% slower). Seven
+// lanes' windows and output pointers and the table do not all fit in the 15 registers: GCC
+// spills some, and the extra chains still pay.
+constexpr int kInterleave = 7;
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the lane loop reads a table entry's top byte at byte offset 3");
 constexpr uint64_t kLaneSlack = 8;       // a lane may write 3 bytes past its last symbol
 constexpr int kRootBits = 12;           // first-level table: 4096 entries, 16 KiB
@@ -65,11 +68,11 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 // shift no longer waits for an extraction (x86 shifts use only a count's low 6 bits, so the
 // count bits above cost nothing there); the entry itself, once stored, becomes the count in
 // place. The empty asm hides that the two loads read the same entry, which GCC would otherwise
-// fold back into one; `root_shift_r` keeps the root shift in a register, so the index is one
-// shrx instead of a copy and a shift. 7 instructions per lookup instead of 9.
+// fold back into one. 8 instructions per lookup (the index: a register copy, which renaming
+// absorbs, and a shift by an immediate).
 #define HPCNN_DECODE_ONE(v, out)                                                    \
   do {                                                                              \
-    uint64_t i_ = (v) >> root_shift_r;                                              \
+    uint64_t i_ = (v) >> root_shift;                                                \
     uint32_t e_ = root[i_];                                                         \
     uint32_t m_;                                                                    \
     if (kSub && __builtin_expect(entry_is_pointer(e_), 0)) {                        \
@@ -100,8 +103,6 @@ __attribute__((always_inline)) inline void interleaved_rounds(const uint32_t* __
   constexpr int root_shift = 64 - kRootBits;
   constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;  // bits a round may consume
   const uint8_t* __restrict root_top = reinterpret_cast<const uint8_t*>(root) + 3;  // entry i's top byte: root_top[4 * i]
-  uint64_t root_shift_r = root_shift;
-  asm("" : "+r"(root_shift_r));
   uint64_t p[N], e[N];
   uint8_t* o[N];
 #pragma GCC unroll 8
@@ -160,6 +161,7 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
   }
   while (active > 0) {
     switch (active) {
+      case 7: interleaved_rounds<7, kPerLoad, kSub>(root, sub, be, p, o, e); break;
       case 6: interleaved_rounds<6, kPerLoad, kSub>(root, sub, be, p, o, e); break;
       case 5: interleaved_rounds<5, kPerLoad, kSub>(root, sub, be, p, o, e); break;
       case 4: interleaved_rounds<4, kPerLoad, kSub>(root, sub, be, p, o, e); break;
