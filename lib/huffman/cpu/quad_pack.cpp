@@ -72,17 +72,17 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
   const __m512i hi2 = _mm512_load_si512(t.hi + 128), hi3 = _mm512_load_si512(t.hi + 192);
   const __m512i half[2] = {_mm512_load_si512(kInterleave[0]), _mm512_load_si512(kInterleave[1])};
   const __m512i m4 = _mm512_set1_epi16(15), m16 = _mm512_set1_epi32(0xFFFF), m32 = _mm512_set1_epi64(0xFFFFFFFF), ones = _mm512_set1_epi16(1);
-  const __m512i lane7 = _mm512_set1_epi64(7), zero = _mm512_setzero_si512();
+  const __m512i lane15 = _mm512_set1_epi32(15), zero = _mm512_setzero_si512();
+  const __m512i low_dwords = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);  // of two vectors of quads
   const __m128i lg = _mm_cvtsi32_si128(static_cast<int>(segment_log2));
   const uint32_t seg_mask = (1u << segment_log2) - 1;
-  // With gap entries: `end` = every 64-bit lane the end of the last codeword so far, in bits
-  // from the segment start before `in` (below 2^15: n is at most 2048 symbols of 12 bits, so the
-  // ends fit the 32-bit arithmetic below).
-  __m512i end = _mm512_set1_epi64(offset);
-  // The ends of every 8 quads and which of them cross a boundary, resolved after the loop
+  // With gap entries: `end` = every 32-bit lane the end of the last codeword so far, in bits
+  // from the segment start before `in` (below 2^15: n is at most 2048 symbols of 12 bits).
+  __m512i end = _mm512_set1_epi32(static_cast<int>(offset));
+  // The ends of every 16 quads and which of them cross a boundary, resolved after the loop
   // (reading a lane right after its vector store would wait for the store).
-  alignas(64) uint64_t ends[kMaxSymbols / 32][8];
-  uint8_t crossing[kMaxSymbols / 32];
+  alignas(64) uint32_t ends[kMaxSymbols / 64][16];
+  uint16_t crossing[kMaxSymbols / 64];
   // Software pipeline: the vector part of one 64-byte group, then the flushes of the group
   // before, so that the vector units and the scalar flushes overlap.
   alignas(64) uint64_t quad_bits[2][16], quad_lens[2][16];
@@ -112,6 +112,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
     const __m512i l = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(lo0, x, lo1), _mm512_permutex2var_epi8(lo2, x, lo3));
     const __m512i h = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(hi0, x, hi1), _mm512_permutex2var_epi8(hi2, x, hi3));
     const size_t slot = (i >> 6) & 1;
+    __m512i n64[2];
     for (int k = 0; k < 2; ++k) {
       const __m512i e = _mm512_permutex2var_epi8(l, half[k], h);  // 32 entries code << 4 | length, in order
       const __m512i c16 = _mm512_srli_epi16(e, 4), n16 = _mm512_and_si512(e, m4);
@@ -120,20 +121,23 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
       const __m512i n32 = _mm512_madd_epi16(n16, ones);
       // Quads: the same one level up.
       const __m512i c64 = _mm512_or_si512(_mm512_sllv_epi64(_mm512_and_si512(c32, m32), _mm512_srli_epi64(n32, 32)), _mm512_srli_epi64(c32, 32));
-      const __m512i n64 = _mm512_sad_epu8(n16, zero);  // the four lengths' bytes (high bytes 0)
+      n64[k] = _mm512_sad_epu8(n16, zero);  // the four lengths' bytes (high bytes 0)
       _mm512_store_si512(quad_bits[slot] + 8 * k, c64);
-      _mm512_store_si512(quad_lens[slot] + 8 * k, n64);
-      if (!gaps) continue;
-      // Quad ends: a prefix sum over the 8 quads plus the end so far. A quad (at most 48 bits)
-      // whose start and end lie in different segments crosses one boundary.
-      __m512i qe = n64;
-      qe = _mm512_add_epi64(qe, _mm512_alignr_epi64(qe, zero, 7));
-      qe = _mm512_add_epi64(qe, _mm512_alignr_epi64(qe, zero, 6));
-      qe = _mm512_add_epi64(qe, _mm512_alignr_epi64(qe, zero, 4));
-      qe = _mm512_add_epi64(qe, end);
-      crossing[g] = static_cast<uint8_t>(_mm512_cmpneq_epi64_mask(_mm512_srl_epi64(qe, lg), _mm512_srl_epi64(_mm512_sub_epi64(qe, n64), lg)));
+      _mm512_store_si512(quad_lens[slot] + 8 * k, n64[k]);
+    }
+    if (gaps) {
+      // Quad ends of the 16 quads in 32-bit lanes: a prefix sum plus the end so far. A quad (at
+      // most 48 bits) whose start and end lie in different segments crosses one boundary.
+      const __m512i n = _mm512_permutex2var_epi32(n64[0], low_dwords, n64[1]);
+      __m512i qe = n;
+      qe = _mm512_add_epi32(qe, _mm512_alignr_epi32(qe, zero, 15));
+      qe = _mm512_add_epi32(qe, _mm512_alignr_epi32(qe, zero, 14));
+      qe = _mm512_add_epi32(qe, _mm512_alignr_epi32(qe, zero, 12));
+      qe = _mm512_add_epi32(qe, _mm512_alignr_epi32(qe, zero, 8));
+      qe = _mm512_add_epi32(qe, end);
+      crossing[g] = _mm512_cmpneq_epi32_mask(_mm512_srl_epi32(qe, lg), _mm512_srl_epi32(_mm512_sub_epi32(qe, n), lg));
       _mm512_store_si512(ends[g++], qe);
-      end = _mm512_permutexvar_epi64(lane7, qe);
+      end = _mm512_permutexvar_epi32(lane15, qe);
     }
     if (i > 0) flush_group(quad_bits[slot ^ 1], quad_lens[slot ^ 1]);
   }
@@ -147,13 +151,13 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
   for (size_t k = 0; k < g; ++k)
     for (uint32_t c = crossing[k]; c; c &= c - 1) {
       const int q = __builtin_ctz(c);
-      const uint8_t* sym = in + 32 * k + 4 * q;
+      const uint8_t* sym = in + 64 * k + 4 * q;
       const uint32_t l1 = t.lo[sym[1]] & 15, l2 = t.lo[sym[2]] & 15, l3 = t.lo[sym[3]] & 15;
-      const uint32_t qend = static_cast<uint32_t>(ends[k][q]), b = qend & ~seg_mask;
+      const uint32_t qend = ends[k][q], b = qend & ~seg_mask;
       const uint32_t d0 = qend - (l1 + l2 + l3) - b, d1 = d0 + l1, d2 = d1 + l2;
       gaps[qend >> segment_log2] = static_cast<uint8_t>(std::min({d0, d1, d2, qend - b}));
     }
-  const uint64_t total = gaps ? static_cast<uint64_t>(_mm_cvtsi128_si64(_mm512_castsi512_si128(end))) - offset : 0;
+  const uint64_t total = gaps ? static_cast<uint64_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(end))) - offset : 0;
   _mm256_zeroupper();
   return total;
 }
