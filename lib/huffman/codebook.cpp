@@ -345,7 +345,12 @@ void build_decode_table(const CodeLengths& lengths, int root_bits, bool multi, D
     }
   const int K = root_bits;  // fixed, so decoders can shift by a constant
   t.root_bits = K;
-  t.root.assign(size_t{1} << K, 0);
+  // Every root entry below cover[K] is written below (codewords of at most K bits tile that
+  // range); the rest are prefixes of longer codewords (second-level pointers) in a complete
+  // code, and 0 where a code is incomplete.
+  const CanonicalOrder order = canonical_order(lengths, codes);
+  t.root.resize(size_t{1} << K);
+  std::fill(t.root.begin() + std::min<size_t>(order.cover[std::min(K, kMaxCodeLength)], size_t{1} << K), t.root.end(), 0u);
   t.sub.clear();
   if (t.max_length > K) {
     // Second-level tables: per K-bit prefix of longer codewords, as wide as the longest of them
@@ -378,7 +383,7 @@ void build_decode_table(const CodeLengths& lengths, int root_bits, bool multi, D
   }
   if (multi) {
     // A root entry whose K bits hold further whole codewords decodes up to three at once.
-    fill_multi(t.root.data(), K, canonical_order(lengths, codes));
+    fill_multi(t.root.data(), K, order);
   } else {
     for (int s = 0; s < 256; ++s) {
       const int len = lengths[s];
