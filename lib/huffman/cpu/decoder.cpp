@@ -35,7 +35,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the lane loop reads a 
 constexpr uint64_t kLaneSlack = 8;       // a lane may write 3 bytes past its last symbol
 constexpr int kRootBits = 12;           // first-level table: 4096 entries, 16 KiB
 constexpr uint64_t kMinLaneBits = 1 << 14;
-// Lanes of about this many bits (32 KiB of stream): a group of six lanes, its byte-swapped
+// Lanes of about this many bits (32 KiB of stream): a group of seven lanes, its byte-swapped
 // words and its output stay in the L2 cache while they are decoded, copied and hashed.
 constexpr uint64_t kLaneBits = 1 << 18;
 constexpr int kGroupsPerThread = 4;  // with several threads, for balance

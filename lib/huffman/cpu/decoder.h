@@ -1,7 +1,7 @@
 // hpcnn huffman: the table-driven CPU decoder.
 //
 // A chunk's segments (Yamamoto, Nakano et al., ICPP 2020, Sec. 4) are split into contiguous
-// lanes, each starting at its first segment's gap-array offset, in groups of six decoded
+// lanes, each starting at its first segment's gap-array offset, in groups of seven decoded
 // interleaved by one thread (independent bit buffers, so the table lookups overlap) from a
 // byte-swapped copy of the group's words, with a multi-symbol lookup table (up to three
 // codewords per lookup). Lanes are sized so that a group's words and output stay in the L2
