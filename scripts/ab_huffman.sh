@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # In-process A/B of the huffgpu CPU encoder and decoder: lib/huffman/cpu/encoder.cpp (with
 # quad_pack.cpp where REV has it), decoder.cpp and lib/huffman/codebook.cpp (code construction
-# and decode tables, as the encoder and decoder of REV call them) at git revision REV (A) against
+# and decode tables, as the decoder of REV calls them; the encoder's code lengths come through
+# today's chunk_plan.cpp on both sides) at git revision REV (A) against
 # the working tree's (B), each compiled with its entry points renamed and linked into
 # bench/huffman_ab.cpp with the rest of today's library (so changes elsewhere, e.g. in
 # block_split.cpp or chunk_plan.cpp, are in both), timed in alternating pairs in one process:

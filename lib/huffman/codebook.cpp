@@ -68,9 +68,13 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
   // the leaves with the packages (pairs) of level j+1's list, leaves first on ties. The 2n-2
   // cheapest items of level 1 form the code, and the items taken from each level are a prefix
   // of its list: so only the number of leaves in each level's prefix is needed, and the symbol
-  // of weight rank r gets one bit for every level whose prefix holds more than r leaves. Each
-  // merge runs from both ends at once, the front taking the lesser item, the back the greater
-  // (a package on ties), without branches: two independent chains of loads and compares.
+  // of weight rank r gets one bit for every level whose prefix holds more than r leaves.
+  // Each merge runs as four independent chains of loads and compares, without branches: the
+  // list is cut in two halves (the leaves in the first half found by binary search: leaf i is
+  // among the first k items when it comes before package k - i + 1), and each half is merged
+  // from both ends at once, the front taking the lesser item, the back the greater (a package on
+  // ties). (Two chains, 2026-12-04: one merge chain waits for its load, compare and index
+  // update, about 8 cycles an item.)
   constexpr int kMaxItems = 2 * 256;
   std::array<std::array<uint64_t, kMaxItems>, kMaxCodeLength + 1> weight;
   std::array<std::array<uint8_t, kMaxItems>, kMaxCodeLength + 1> leaf;
@@ -90,28 +94,40 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
     px[0] = 0;
     for (int j = 0; j < packages; ++j) px[j + 1] = below[2 * j] + below[2 * j + 1];
     px[packages + 1] = UINT64_MAX;
-    int fa = 1, fb = 1;                // front: next leaf and package
-    int ba = n, bb = packages;         // back: last leaf and package not yet placed
-    const int half = items / 2;        // the front places [0, half), the back [half, items)
-    for (int k = 0; k < half; ++k) {
+    // Quarters of Q items: front A [0, Q), back A [Q, 2Q), front B [2Q, 3Q), back B [3Q, items).
+    const int Q = items / 4, mid = 2 * Q;
+    int lo = std::max(0, mid - packages), hi = std::min(mid, n);  // leaves among the first mid items
+    while (lo < hi) {
+      const int i = (lo + hi + 1) / 2;
+      if (lx[i] <= px[mid - i + 1]) lo = i;
+      else hi = i - 1;
+    }
+    using Index = std::ptrdiff_t;  // (int indices took a sign extension per load)
+    Index fa1 = 1, fb1 = 1, ba1 = lo, bb1 = mid - lo;              // half A: front and back
+    Index fa2 = lo + 1, fb2 = mid - lo + 1, ba2 = n, bb2 = packages;  // half B
+    auto front = [&](Index k, Index& fa, Index& fb) {
       const uint64_t fl = lx[fa], fp = px[fb];
       const bool front_leaf = fl <= fp;
       out_w[k] = front_leaf ? fl : fp;
       out_leaf[k] = front_leaf;
       fa += front_leaf;
       fb += !front_leaf;
+    };
+    auto back = [&](Index k, Index& ba, Index& bb) {
       const uint64_t bl = lx[ba], bp = px[bb];
       const bool back_package = bp >= bl;
-      out_w[items - 1 - k] = back_package ? bp : bl;
-      out_leaf[items - 1 - k] = !back_package;
+      out_w[k] = back_package ? bp : bl;
+      out_leaf[k] = !back_package;
       ba -= !back_package;
       bb -= back_package;
+    };
+    for (Index k = 0; k < Q; ++k) {
+      front(k, fa1, fb1);
+      back(mid - 1 - k, ba1, bb1);
+      front(mid + k, fa2, fb2);
+      back(items - 1 - k, ba2, bb2);
     }
-    if (items & 1) {  // the middle item: what the back takes next
-      const bool back_package = px[bb] >= lx[ba];
-      out_w[half] = back_package ? px[bb] : lx[ba];
-      out_leaf[half] = !back_package;
-    }
+    for (Index k = items - 1 - Q; k >= mid + Q; --k) back(k, ba2, bb2);  // the items % 4 left
     size[level] = items;
   }
   std::array<int, kMaxCodeLength + 1> leaves_taken{};
