@@ -360,13 +360,14 @@ void build_decode_table(const CodeLengths& lengths, int root_bits, bool multi, D
       t.min_length = std::min<int>(t.min_length, lengths[s]);
     }
   const int K = root_bits;  // fixed, so decoders can shift by a constant
+  if (K < 1 || K > kMaxCodeLength) throw_error(ErrorKind::usage, "build_decode_table: root_bits must be 1..16");
   t.root_bits = K;
   // Every root entry below cover[K] is written below (codewords of at most K bits tile that
   // range); the rest are prefixes of longer codewords (second-level pointers) in a complete
   // code, and 0 where a code is incomplete.
   const CanonicalOrder order = canonical_order(lengths, codes);
   t.root.resize(size_t{1} << K);
-  std::fill(t.root.begin() + std::min<size_t>(order.cover[std::min(K, kMaxCodeLength)], size_t{1} << K), t.root.end(), 0u);
+  std::fill(t.root.begin() + order.cover[K], t.root.end(), 0u);
   t.sub.clear();
   if (t.max_length > K) {
     // Second-level tables: per K-bit prefix of longer codewords, as wide as the longest of them

@@ -50,6 +50,7 @@ struct DecodeTable {
   CodeLengths lengths{};       // the code the table decodes
 };
 
+// root_bits: K, 1..16 (else ErrorKind::usage).
 DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits = 12, bool multi = false);
 // The same into `t`, reusing its memory (a decoder that builds one table per code block).
 void build_decode_table(const CodeLengths& lengths, int root_bits, bool multi, DecodeTable& t);

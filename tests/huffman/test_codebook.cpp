@@ -143,6 +143,12 @@ TEST_CASE("limited_code_lengths refuses one symbol, limits outside 8..16 and cou
 }
 
 TEST_CASE("decode tables (single and multi-symbol) agree with bit-by-bit canonical decoding", "[huffman]") {
+  {
+    CodeLengths two_symbols{};
+    two_symbols['a'] = two_symbols['b'] = 1;
+    check_error([&] { build_decode_table(two_symbols, 0); }, ErrorKind::usage, "root_bits must be 1..16");
+    check_error([&] { build_decode_table(two_symbols, 17, true); }, ErrorKind::usage, "root_bits must be 1..16");
+  }
   std::mt19937_64 rng(3);
   // Code shapes: many symbols of mixed counts, a geometric run (lengths 1, 2, 3, ... as in
   // images with one dominant byte: entries of three short codewords), and two symbols.
@@ -175,42 +181,43 @@ TEST_CASE("decode tables (single and multi-symbol) agree with bit-by-bit canonic
           }
         return -1;
       };
-      for (bool multi : {false, true}) {
-        INFO("shape " << shape << ", limit " << limit << (multi ? ", multi-symbol" : ", single"));
-        const DecodeTable t = build_decode_table(l, 12, multi);
-        build_decode_table(l, 12, multi, reused);
-        CHECK(reused.root == t.root);
-        CHECK(reused.sub == t.sub);
-        int multi_entries = 0;
-        // Every root entry, each with random bits after its 12 (second-level lookups).
-        for (uint64_t index = 0; index < 4096; ++index) {
-          const uint64_t v = index << 52 | rng() >> 12;
-          uint32_t e = t.root[v >> 52];
-          if (entry_is_pointer(e)) e = t.sub[pointer_index(e) + ((v << 12) >> (64 - (e & 31)))];
-          const uint32_t count = entry_count(e);
-          REQUIRE(count >= 1);
-          if (!multi) CHECK(count == 1);
-          multi_entries += count > 1;
-          uint64_t rest = v;
-          uint32_t used = 0;
-          for (uint32_t k = 0; k < count; ++k) {
-            int len = 0;
-            const int sym = first(rest, &len);
-            REQUIRE(sym >= 0);
-            CHECK(((e >> (8 * k)) & 0xFF) == static_cast<uint32_t>(sym));
-            rest <<= len;
-            used += len;
+      for (int K : {9, 12})
+        for (bool multi : {false, true}) {
+          INFO("shape " << shape << ", limit " << limit << ", K " << K << (multi ? ", multi-symbol" : ", single"));
+          const DecodeTable t = build_decode_table(l, K, multi);
+          build_decode_table(l, K, multi, reused);
+          CHECK(reused.root == t.root);
+          CHECK(reused.sub == t.sub);
+          int multi_entries = 0;
+          // Every root entry, each with random bits after its K (second-level lookups).
+          for (uint64_t index = 0; index < (uint64_t{1} << K); ++index) {
+            const uint64_t v = index << (64 - K) | rng() >> K;
+            uint32_t e = t.root[v >> (64 - K)];
+            if (entry_is_pointer(e)) e = t.sub[pointer_index(e) + ((v << K) >> (64 - (e & 31)))];
+            const uint32_t count = entry_count(e);
+            REQUIRE(count >= 1);
+            if (!multi) CHECK(count == 1);
+            multi_entries += count > 1;
+            uint64_t rest = v;
+            uint32_t used = 0;
+            for (uint32_t k = 0; k < count; ++k) {
+              int len = 0;
+              const int sym = first(rest, &len);
+              REQUIRE(sym >= 0);
+              CHECK(((e >> (8 * k)) & 0xFF) == static_cast<uint32_t>(sym));
+              rest <<= len;
+              used += len;
+            }
+            CHECK(entry_bits(e) == used);
+            if (count > 1) CHECK(used <= static_cast<uint32_t>(K));
+            if (count < 3 && multi && used <= static_cast<uint32_t>(K)) {  // greedy: the next codeword does not fit
+              int len = 0;
+              first(rest, &len);
+              CHECK(used + len > static_cast<uint32_t>(K));
+            }
           }
-          CHECK(entry_bits(e) == used);
-          if (count > 1) CHECK(used <= 12);
-          if (count < 3 && multi && used <= 12) {  // greedy: the next codeword does not fit
-            int len = 0;
-            first(rest, &len);
-            CHECK(used + len > 12);
-          }
+          if (multi && limit == 12) CHECK(multi_entries > 0);
         }
-        if (multi && limit == 12) CHECK(multi_entries > 0);
-      }
     }
   }
 }
