@@ -164,10 +164,8 @@ RunCounts run_length_counts(const CodeLengths& lengths) {
   return cnt;
 }
 
-}  // namespace
-
-std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths) {
-  const RunCounts cnt = run_length_counts(lengths);
+// Canonical codes from the run counts of those lengths.
+std::array<uint32_t, 256> codes_from_runs(const CodeLengths& lengths, const RunCounts& cnt) {
   // next[q][len]: the code of run q's first symbol of that length (canonical: codes ascend by
   // length, then by symbol value, so the runs' codes of one length follow each other).
   RunCounts next{};
@@ -190,6 +188,10 @@ std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths) {
     }
   return codes;
 }
+
+}  // namespace
+
+std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths) { return codes_from_runs(lengths, run_length_counts(lengths)); }
 
 size_t code_table_size(const CodeLengths& lengths) {
   size_t n = 0;
@@ -246,16 +248,15 @@ namespace {
 struct CanonicalOrder {
   int n = 0;
   std::array<uint8_t, 256> sym{}, len{};
-  std::array<uint32_t, 256> code{};
+  std::array<uint32_t, kMaxCodeLength + 1> per_length{};  // codewords of each length
   std::array<uint32_t, kMaxCodeLength + 1> cover{};
 };
 
 // A symbol's place in canonical order is the number of codewords shorter than its own plus its
 // code's offset among those of its length.
-CanonicalOrder canonical_order(const CodeLengths& lengths, const std::array<uint32_t, 256>& codes) {
+CanonicalOrder canonical_order(const CodeLengths& lengths, const std::array<uint32_t, 256>& codes, const RunCounts& cnt) {
   CanonicalOrder c;
-  const RunCounts cnt = run_length_counts(lengths);
-  std::array<uint32_t, kMaxCodeLength + 1> per_length{};
+  auto& per_length = c.per_length;
   for (int q = 0; q < kRuns; ++q)
     for (int l = 1; l <= kMaxCodeLength; ++l) per_length[l] += cnt[q][l];
   // base[l] = the place of the first codeword of length l, minus that codeword.
@@ -273,7 +274,6 @@ CanonicalOrder canonical_order(const CodeLengths& lengths, const std::array<uint
     const uint32_t k = base[l] + codes[s];
     c.sym[k] = static_cast<uint8_t>(s);
     c.len[k] = static_cast<uint8_t>(l);
-    c.code[k] = codes[s];
   }
   for (int w = 0; w <= kMaxCodeLength; ++w)
     for (int l = 1; l <= w; ++l) c.cover[w] += per_length[l] << (w - l);
@@ -350,22 +350,23 @@ DecodeTable build_decode_table(const CodeLengths& lengths, int root_bits, bool m
 }
 
 void build_decode_table(const CodeLengths& lengths, int root_bits, bool multi, DecodeTable& t) {
-  t.lengths = lengths;
-  const auto codes = canonical_codes(lengths);
-  t.max_length = 0;
-  t.min_length = kMaxCodeLength;
-  for (int s = 0; s < 256; ++s)
-    if (lengths[s]) {
-      t.max_length = std::max<int>(t.max_length, lengths[s]);
-      t.min_length = std::min<int>(t.min_length, lengths[s]);
-    }
   const int K = root_bits;  // fixed, so decoders can shift by a constant
   if (K < 1 || K > kMaxCodeLength) throw_error(ErrorKind::usage, "build_decode_table: root_bits must be 1..16");
+  t.lengths = lengths;
+  const RunCounts runs = run_length_counts(lengths);
+  const auto codes = codes_from_runs(lengths, runs);
+  const CanonicalOrder order = canonical_order(lengths, codes, runs);
+  t.max_length = 0;
+  t.min_length = kMaxCodeLength;
+  for (int l = 1; l <= kMaxCodeLength; ++l)
+    if (order.per_length[l]) {
+      t.max_length = l;
+      t.min_length = std::min(t.min_length, l);
+    }
   t.root_bits = K;
   // Every root entry below cover[K] is written below (codewords of at most K bits tile that
   // range); the rest are prefixes of longer codewords (second-level pointers) in a complete
   // code, and 0 where a code is incomplete.
-  const CanonicalOrder order = canonical_order(lengths, codes);
   t.root.resize(size_t{1} << K);
   std::fill(t.root.begin() + order.cover[K], t.root.end(), 0u);
   t.sub.clear();

@@ -18,7 +18,6 @@ namespace hpcnn::huffman {
 namespace {
 
 constexpr size_t kMinPartBytes = 16 << 10;  // below this a part is not worth a thread
-constexpr size_t kHashBlock = 64 << 10;     // one thread: hashed, then counted while in cache
 constexpr size_t kPartsPerThread = 4;
 
 struct PartResult {

@@ -101,7 +101,6 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
       nacc &= 7;
     }
   };
-  size_t g = 0;
   for (size_t i = 0; i < n; i += 64) {
     // The input comes back from the L3 cache or memory (the chunk's histogram pass read it
     // first): on an Intel Xeon (2026-12-04) the loop otherwise waited on this load half its time
@@ -135,8 +134,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
       qe = _mm512_add_epi32(qe, _mm512_alignr_epi32(qe, zero, 12));
       qe = _mm512_add_epi32(qe, _mm512_alignr_epi32(qe, zero, 8));
       qe = _mm512_add_epi32(qe, end);
-      crossing[g] = _mm512_cmpneq_epi32_mask(_mm512_srl_epi32(qe, lg), _mm512_srl_epi32(_mm512_sub_epi32(qe, n), lg));
-      _mm512_store_si512(ends[g++], qe);
+      crossing[i >> 6] = _mm512_cmpneq_epi32_mask(_mm512_srl_epi32(qe, lg), _mm512_srl_epi32(_mm512_sub_epi32(qe, n), lg));
+      _mm512_store_si512(ends[i >> 6], qe);
       end = _mm512_permutexvar_epi32(lane15, qe);
     }
     if (i > 0) flush_group(quad_bits[slot ^ 1], quad_lens[slot ^ 1]);
@@ -148,7 +147,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
   // The boundary B that a crossing quad holds gets the first of its codeword ends at or after B,
   // minus B: the least of (end - B) taken as unsigned (an end before B wraps to a large value).
   // d0 is for the first codeword's end: the quad's end less the other three lengths.
-  for (size_t k = 0; k < g; ++k)
+  for (size_t k = 0; k < (gaps ? n >> 6 : 0); ++k)  // the 64-byte groups
     for (uint32_t c = crossing[k]; c; c &= c - 1) {
       const int q = __builtin_ctz(c);
       const uint8_t* sym = in + 64 * k + 4 * q;
