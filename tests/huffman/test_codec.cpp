@@ -149,6 +149,58 @@ TEST_CASE("the AVX-512 quad packer writes the scalar packers' bytes", "[huffman]
             }
 }
 
+TEST_CASE("the quad packer's octet flushes at their limit: octets of 57 and 58 bits after 0-7 pending bits", "[huffman]") {
+  // pack_quads() flushes two quads at once (an octet) when every octet of a 64-byte group fits
+  // the accumulator with the pending bits (at most 7 + 57), else the group's sixteen quads. A
+  // 7-bit and an 8-bit codeword make octets of exactly 57 (7 + 1) and 58 (6 + 2) bits; groups of
+  // only 57-bit octets, with one 58-bit octet, and mixed, after every count of pending bits, are
+  // checked against bit-by-bit packing.
+  if (!quad_pack_available()) return;  // the CPU has no AVX-512 VBMI (the test above requires it where it has)
+  std::array<uint32_t, 256> enc{};
+  enc['a'] = 0x55u | 7u << 24;
+  enc['b'] = 0xB3u | 8u << 24;
+  QuadTables t;
+  make_quad_tables(enc, t);
+  std::mt19937_64 rng(57);
+  std::vector<uint8_t> in;
+  for (int g = 0; g < 64; ++g)  // two calls of 2048 symbols
+    for (int o = 0; o < 8; ++o) {
+      const bool long_octet = g % 4 == 1 ? o == static_cast<int>(rng() % 8) : g % 4 == 2 ? rng() % 2 == 0 : g % 4 == 3;
+      uint8_t oct[8] = {'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a'};
+      oct[rng() % 8] = 'b';
+      if (long_octet) {
+        size_t k = rng() % 8;
+        while (oct[k] == 'b') k = (k + 1) % 8;
+        oct[k] = 'b';
+      }
+      in.insert(in.end(), oct, oct + 8);
+    }
+  for (size_t at = 0; at < in.size(); at += 2048)
+    for (uint32_t pending = 0; pending < 8; ++pending) {
+      INFO("pending " << pending << ", symbols from " << at);
+      const uint64_t acc0 = rng() & ((uint64_t{1} << pending) - 1);
+      std::vector<uint8_t> want, got(2048 + 64, 0);
+      uint64_t bits = acc0;  // reference: whole bytes to want, the rest in bits / nbits
+      uint32_t nbits = pending;
+      for (size_t i = at; i < at + 2048; ++i) {
+        const uint32_t e = enc[in[i]], len = e >> 24;
+        for (uint32_t b = len; b-- > 0;) {
+          bits = bits << 1 | ((e >> b) & 1);
+          if (++nbits == 8) {
+            want.push_back(static_cast<uint8_t>(bits));
+            bits = nbits = 0;
+          }
+        }
+      }
+      QuadStream st{acc0, pending, got.data()};
+      pack_quads(in.data() + at, 2048, t, st);
+      REQUIRE(static_cast<size_t>(st.o - got.data()) == want.size());
+      CHECK(std::equal(want.begin(), want.end(), got.begin()));
+      CHECK(st.nacc == nbits);
+      CHECK((st.acc & ((uint64_t{1} << st.nacc) - 1)) == bits);
+    }
+}
+
 TEST_CASE("a part that starts inside a byte with a run of the longest codewords", "[huffman]") {
   // 190 common symbols, half of the input one of them (no pair table), and 10 rare ones placed
   // only at the part boundaries, so each part begins with codewords of the limit's length after

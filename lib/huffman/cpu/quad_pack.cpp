@@ -72,7 +72,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
   const __m512i hi2 = _mm512_load_si512(t.hi + 128), hi3 = _mm512_load_si512(t.hi + 192);
   const __m512i half[2] = {_mm512_load_si512(kInterleave[0]), _mm512_load_si512(kInterleave[1])};
   const __m512i m4 = _mm512_set1_epi16(15), m16 = _mm512_set1_epi32(0xFFFF), m32 = _mm512_set1_epi64(0xFFFFFFFF), ones = _mm512_set1_epi16(1);
-  const __m512i lane15 = _mm512_set1_epi32(15), zero = _mm512_setzero_si512();
+  const __m512i lane15 = _mm512_set1_epi32(15), zero = _mm512_setzero_si512(), octet_max = _mm512_set1_epi64(57);
   const __m512i low_dwords = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);  // of two vectors of quads
   const __m128i lg = _mm_cvtsi32_si128(static_cast<int>(segment_log2));
   const uint32_t seg_mask = (1u << segment_log2) - 1;
@@ -85,20 +85,29 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
   uint16_t crossing[kMaxSymbols / 64];
   // Software pipeline: the vector part of one 64-byte group, then the flushes of the group
   // before, so that the vector units and the scalar flushes overlap.
-  alignas(64) uint64_t quad_bits[2][16], quad_lens[2][16];
+  // Octets: two quads joined in the even 64-bit lanes of oct_bits/oct_lens (lengths up to 96;
+  // the bits are valid only up to 57: 7 pending bits + 57 fill the accumulator).
+  alignas(64) uint64_t quad_bits[2][16], quad_lens[2][16], oct_bits[2][16], oct_lens[2][16];
   uint64_t acc = st.acc;
   uint32_t nacc = st.nacc;
   uint8_t* o = st.o;
-  auto flush_group = [&](const uint64_t* bits, const uint64_t* lens) {
+  auto flush = [&](uint64_t bits, uint32_t len) {
+    acc = acc << len | bits;
+    nacc += len;  // at most 7 + 57
+    const uint64_t v = __builtin_bswap64(acc << (64 - nacc));
+    std::memcpy(o, &v, 8);
+    o += nacc >> 3;
+    nacc &= 7;
+  };
+  // A group whose eight octets all fit takes eight flushes, any other its sixteen quads'.
+  uint32_t long_octets[2] = {0, 0};  // per group: the octets of more than 57 bits (mask bits)
+  auto flush_group = [&](size_t g) {
+    if (long_octets[g] == 0) {
+#pragma GCC unroll 8
+      for (int q = 0; q < 16; q += 2) flush(oct_bits[g][q], static_cast<uint32_t>(oct_lens[g][q]));
+    } else {
 #pragma GCC unroll 16
-    for (int q = 0; q < 16; ++q) {
-      const uint32_t len = static_cast<uint32_t>(lens[q]);
-      acc = acc << len | bits[q];
-      nacc += len;  // at most 7 + 48
-      const uint64_t v = __builtin_bswap64(acc << (64 - nacc));
-      std::memcpy(o, &v, 8);
-      o += nacc >> 3;
-      nacc &= 7;
+      for (int q = 0; q < 16; ++q) flush(quad_bits[g][q], static_cast<uint32_t>(quad_lens[g][q]));
     }
   };
   for (size_t i = 0; i < n; i += 64) {
@@ -111,6 +120,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
     const __m512i l = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(lo0, x, lo1), _mm512_permutex2var_epi8(lo2, x, lo3));
     const __m512i h = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(hi0, x, hi1), _mm512_permutex2var_epi8(hi2, x, hi3));
     const size_t slot = (i >> 6) & 1;
+    uint32_t long_mask = 0;
     __m512i n64[2];
     for (int k = 0; k < 2; ++k) {
       const __m512i e = _mm512_permutex2var_epi8(l, half[k], h);  // 32 entries code << 4 | length, in order
@@ -123,6 +133,12 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
       n64[k] = _mm512_sad_epu8(n16, zero);  // the four lengths' bytes (high bytes 0)
       _mm512_store_si512(quad_bits[slot] + 8 * k, c64);
       _mm512_store_si512(quad_lens[slot] + 8 * k, n64[k]);
+      // Octets in the even lanes: the earlier quad shifted by the later one's length.
+      const __m512i c_next = _mm512_shuffle_epi32(c64, _MM_PERM_BADC), n_next = _mm512_shuffle_epi32(n64[k], _MM_PERM_BADC);
+      const __m512i oct_len = _mm512_add_epi64(n64[k], n_next);
+      _mm512_store_si512(oct_bits[slot] + 8 * k, _mm512_or_si512(_mm512_sllv_epi64(c64, n_next), c_next));
+      _mm512_store_si512(oct_lens[slot] + 8 * k, oct_len);
+      long_mask |= static_cast<uint32_t>(_mm512_cmpgt_epu64_mask(oct_len, octet_max) & 0x55) << (8 * k);
     }
     if (gaps) {
       // Quad ends of the 16 quads in 32-bit lanes: a prefix sum plus the end so far. A quad (at
@@ -138,9 +154,10 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
       _mm512_store_si512(ends[i >> 6], qe);
       end = _mm512_permutexvar_epi32(lane15, qe);
     }
-    if (i > 0) flush_group(quad_bits[slot ^ 1], quad_lens[slot ^ 1]);
+    long_octets[slot] = long_mask;
+    if (i > 0) flush_group(slot ^ 1);
   }
-  flush_group(quad_bits[((n >> 6) - 1) & 1], quad_lens[((n >> 6) - 1) & 1]);
+  flush_group(((n >> 6) - 1) & 1);
   st.acc = acc;
   st.nacc = nacc;
   st.o = o;
