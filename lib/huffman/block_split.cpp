@@ -1,85 +1,160 @@
 #include "huffman/block_split.h"
 
-#include <cmath>
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <memory>
+#include <atomic>
 #include <queue>
+
+#include "core/error.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define HPCNN_SPLIT_AVX512 1
+#include <immintrin.h>
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on their own _mm512_undefined operands
+// (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace hpcnn::huffman {
 namespace {
 
-// log2(c) for counts c >= 1, to about 1e-7: exact for c < 4096 (a table), else the table at the
-// top 12 bits of c plus a linear step for the bits below. Plain integer and double arithmetic:
-// the same value on every machine.
-struct Log2Table {
-  double v[4096];
-  double slope[4096];  // 1 / (i ln 2): d log2(x) / dx at i
-  double pow2neg[64];  // 2^-k
-  double clog[4096];   // i * log2(i): below 4096 the estimate's product, bit for bit (see log2_count)
-  Log2Table() {
-    v[0] = slope[0] = 0;
+// log2 in fixed point with 24 fraction bits (Q24), for counts below 2^32: exact to rounding
+// below 4096 (a table), else the table at the top 12 bits of c plus a linear step for the bits
+// below (to about 1e-7). Integer arithmetic only: sums of these do not depend on their order,
+// so they vectorize and every machine gets the same values.
+// ts[i] = round(2^24 log2 i) | round(2^24 / (i ln 2)) << 32 (the slope, used for i >= 2048).
+struct Log2Q24 {
+  alignas(64) uint64_t ts[4096];
+  Log2Q24() {
+    ts[0] = 0;
     for (int i = 1; i < 4096; ++i) {
-      v[i] = std::log2(static_cast<double>(i));
-      slope[i] = 1.4426950408889634 / i;
+      const auto t = static_cast<uint64_t>(std::llround(std::ldexp(std::log2(static_cast<double>(i)), 24)));
+      const auto slope = static_cast<uint64_t>(std::llround(std::ldexp(1.4426950408889634 / i, 24)));
+      ts[i] = t | slope << 32;
     }
-    for (int k = 0; k < 64; ++k) pow2neg[k] = std::ldexp(1.0, -k);
-    for (int i = 0; i < 4096; ++i) clog[i] = static_cast<double>(i) * v[i];
   }
 };
-const Log2Table kLog2;
+const Log2Q24 kLog2Q24;
 
-// Branch-free: below 4096, k = 0 and frac = 0, so the value is the table's, bit for bit.
-inline double log2_count(uint64_t c) {
-  const int k = std::max(0, 52 - __builtin_clzll(c | 1));  // c >> k in [2048, 4096) when c >= 4096
-  const uint64_t top = c >> k;
-  const double frac = static_cast<double>(c & ((uint64_t{1} << k) - 1)) * kLog2.pow2neg[k];
-  return k + kLog2.v[top] + frac * kLog2.slope[top];
+// c * log2(c) in Q24 for c < 2^32 (0 for c = 0): at most 2^32 * 2^29.
+inline uint64_t c_log2_c(uint64_t c) {
+  const int k = std::max(0, 52 - std::countl_zero(c | 1));  // c >> k < 4096
+  const uint64_t top = c >> k, rest = c - (top << k), e = kLog2Q24.ts[top];
+  const uint64_t log2c = (static_cast<uint64_t>(k) << 24) + (e & 0xFFFFFFFF) + ((rest * (e >> 32)) >> k);
+  return c * log2c;
 }
 
-// c * log2(c), the same double as static_cast<double>(c) * log2_count(c).
-inline double c_log2_c(uint64_t c) { return c < 4096 ? kLog2.clog[c] : static_cast<double>(c) * log2_count(c); }
+// What a block's cost needs from its histogram (a, or a + b): the sum of c log2 c (Q24), the
+// byte count and the number of byte values that occur.
+struct Sums {
+  uint64_t clogc = 0, n = 0;
+  int nsym = 0;
+};
+
+// The byte values of the chunk only (`present`, np of them; the other counts are 0).
+template <bool kTwo>
+Sums sums_scalar(const uint64_t* a, const uint64_t* b, const uint8_t* present, int np) {
+  Sums r;
+  for (int i = 0; i < np; ++i) {
+    uint64_t c = a[present[i]];
+    if constexpr (kTwo) c += b[present[i]];
+    r.clogc += c < 4096 ? c * (kLog2Q24.ts[c] & 0xFFFFFFFF) : c_log2_c(c);
+    r.n += c;
+    r.nsym += c != 0;
+  }
+  return r;
+}
+
+#if defined(HPCNN_SPLIT_AVX512)
+// The same over the counts [first, end) (first a multiple of 8), eight at a time (the table
+// lookup a gather); tests compare it with sums_scalar().
+template <bool kTwo>
+__attribute__((target("avx512f,avx512cd"))) Sums sums_avx512(const uint64_t* a, const uint64_t* b, int first, int end) {
+  const __m512i c52 = _mm512_set1_epi64(52), zero = _mm512_setzero_si512(), low32 = _mm512_set1_epi64(0xFFFFFFFF);
+  __m512i acc = zero, n = zero;
+  int nsym = 0;
+  for (int i = first; i < end; i += 8) {
+    __m512i c = _mm512_loadu_si512(a + i);
+    if constexpr (kTwo) c = _mm512_add_epi64(c, _mm512_loadu_si512(b + i));
+    nsym += __builtin_popcount(_mm512_test_epi64_mask(c, c));
+    const __m512i k = _mm512_max_epi64(_mm512_sub_epi64(c52, _mm512_lzcnt_epi64(c)), zero);
+    const __m512i top = _mm512_srlv_epi64(c, k), rest = _mm512_sub_epi64(c, _mm512_sllv_epi64(top, k));
+    const __m512i e = _mm512_i64gather_epi64(top, reinterpret_cast<const long long*>(kLog2Q24.ts), 8);
+    const __m512i step = _mm512_srlv_epi64(_mm512_mul_epu32(rest, _mm512_srli_epi64(e, 32)), k);
+    const __m512i log2c = _mm512_add_epi64(_mm512_add_epi64(_mm512_slli_epi64(k, 24), _mm512_and_si512(e, low32)), step);
+    acc = _mm512_add_epi64(acc, _mm512_mul_epu32(c, log2c));  // c < 2^32, log2c < 2^32
+    n = _mm512_add_epi64(n, c);
+  }
+  Sums r{static_cast<uint64_t>(_mm512_reduce_add_epi64(acc)), static_cast<uint64_t>(_mm512_reduce_add_epi64(n)), nsym};
+  _mm256_zeroupper();
+  return r;
+}
+bool cpu_has_avx512_split() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd");
+}
+const bool kAvx512Split = cpu_has_avx512_split();
+#endif
+
+std::atomic<bool> g_vector_enabled{true};
+
+struct Counter {
+  const uint8_t* present;
+  int np;
+  bool vector;
+  Sums operator()(const uint64_t* a, const uint64_t* b = nullptr) const {
+    if (np == 0) return {};
+#if defined(HPCNN_SPLIT_AVX512)
+    if (vector) {
+      // The eights of counts from the first to the last byte value of the chunk.
+      const int first = present[0] & ~7, end = std::min(256, (present[np - 1] + 8) & ~7);
+      return b ? sums_avx512<true>(a, b, first, end) : sums_avx512<false>(a, nullptr, first, end);
+    }
+#endif
+    return b ? sums_scalar<true>(a, b, present, np) : sums_scalar<false>(a, nullptr, present, np);
+  }
+};
+
+uint64_t table_bits(int nsym) { return 8 * (32 + (static_cast<uint64_t>(nsym) + 1) / 2) + 96; }
+
+// Estimated bits of a block in Q24: max(n log2 n - sum c log2 c, n << 24) + (table + penalty) << 24.
+int64_t block_cost(const Sums& s) {
+  if (s.n == 0) return 0;
+  const auto entropy = static_cast<int64_t>(c_log2_c(s.n)) - static_cast<int64_t>(s.clogc);
+  return std::max(entropy, static_cast<int64_t>(s.n << 24)) + static_cast<int64_t>((table_bits(s.nsym) + kBlockPenaltyBits) << 24);
+}
 
 struct Block {
   const uint64_t* hist;  // the unit's histogram until the block first absorbs its neighbour, then its own
-  double cost = 0;     // estimated bits: code + table + penalty
+  int64_t cost = 0;    // estimated bits (Q24): code + table + penalty
   uint32_t first = 0;  // first unit
   int prev = -1, next = -1;
   uint32_t version = 0;
   bool alive = true;
 };
 
-uint64_t table_bits(int nsym) { return 8 * (32 + (static_cast<uint64_t>(nsym) + 1) / 2) + 96; }
-
-// The estimates of K histograms at once, over the byte values that occur in the chunk (`present`,
-// np of them): the sum of c*log2(c) in byte-value order, one chain of additions per histogram,
-// the K chains side by side (a chain's additions wait for each other; K of them fill the
-// pipeline). A zero count adds exactly +0.0, which leaves a sum of positive terms unchanged, so
-// each sum is the same double as over the nonzero counts alone.
-template <int K>
-void estimate(const uint64_t* const* h, const uint8_t* present, int np, double* cost) {
-  double s[K] = {};
-  uint64_t n[K] = {};
-  int nsym[K] = {};
-  for (int i = 0; i < np; ++i) {
-    const int b = present[i];
-    for (int k = 0; k < K; ++k) {
-      const uint64_t c = h[k][b];
-      s[k] += c_log2_c(c);
-      n[k] += c;
-      nsym[k] += c != 0;
-    }
-  }
-  for (int k = 0; k < K; ++k) {
-    if (n[k] == 0) {
-      cost[k] = 0;
-      continue;
-    }
-    const double entropy = static_cast<double>(n[k]) * log2_count(n[k]) - s[k];
-    cost[k] = std::max(entropy, static_cast<double>(n[k])) + static_cast<double>(table_bits(nsym[k]) + kBlockPenaltyBits);
-  }
-}
-
 }  // namespace
+
+void set_split_vector_enabled(bool enabled) { g_vector_enabled.store(enabled, std::memory_order_relaxed); }
+
+int64_t block_cost_q24(const Histogram& h) {
+  uint8_t present[256];
+  int np = 0;
+  uint64_t n = 0;
+  for (int k = 0; k < 256; ++k) {
+    if (h[k] >> 32 || (n += h[k]) >> 32) throw_error(ErrorKind::usage, "block_cost_q24: the counts must add up to below 2^32");
+    if (h[k]) present[np++] = static_cast<uint8_t>(k);
+  }
+#if defined(HPCNN_SPLIT_AVX512)
+  const Counter sums{present, np, kAvx512Split && g_vector_enabled.load(std::memory_order_relaxed)};
+#else
+  const Counter sums{present, np, false};
+#endif
+  return block_cost(sums(h.data()));
+}
 
 uint64_t block_table_bits(const CodeLengths& lengths) {
   int nsym = 0;
@@ -114,12 +189,19 @@ std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units, const Hi
     if (block_hists) block_hists->push_back(total);
     return {0};
   }
-  uint8_t present[256];  // the byte values of the chunk: the only entries read or written below
+  uint64_t n = 0;
+  for (uint64_t c : total)
+    if (c >> 32 || (n += c) >> 32) throw_error(ErrorKind::usage, "split_blocks: the counts must add up to below 2^32");
+  uint8_t present[256];  // the byte values of the chunk
   int np = 0;
   for (int k = 0; k < 256; ++k)
     if (total[k]) present[np++] = static_cast<uint8_t>(k);
-  // A block's own histogram, at its index, once it has absorbed a neighbour (present entries
-  // only; never zeroed: the other entries are never read).
+#if defined(HPCNN_SPLIT_AVX512)
+  const Counter sums{present, np, kAvx512Split && g_vector_enabled.load(std::memory_order_relaxed)};
+#else
+  const Counter sums{present, np, false};
+#endif
+  // A block's own histogram, at its index, once it has absorbed a neighbour.
   std::unique_ptr<Histogram[]> own(new Histogram[U]);
   std::vector<Block> b;
   b.reserve(U);
@@ -128,55 +210,24 @@ std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units, const Hi
     x.first = static_cast<uint32_t>(u);
     x.prev = static_cast<int>(u) - 1;
     x.next = u + 1 < U ? static_cast<int>(u) + 1 : -1;
-  }
-  constexpr int kBatch = 4;
-  for (size_t u = 0; u < U; u += kBatch) {
-    const uint64_t* h[kBatch];
-    double cost[kBatch];
-    const size_t k = std::min<size_t>(kBatch, U - u);
-    for (size_t j = 0; j < kBatch; ++j) h[j] = units[std::min(u + j, U - 1)].data();
-    estimate<kBatch>(h, present, np, cost);
-    for (size_t j = 0; j < k; ++j) b[u + j].cost = cost[j];
+    x.cost = block_cost(sums(x.hist));
   }
   // Greedy merging of the adjacent pair that lowers the estimated cost most.
   struct Pair {
-    double delta;
-    double merged;  // the merged block's cost
+    int64_t delta;
+    int64_t merged;  // the merged block's cost
     int left;
     uint32_t vl, vr;
     bool operator<(const Pair& o) const { return delta != o.delta ? delta > o.delta : left > o.left; }  // min-heap
   };
   std::priority_queue<Pair> heap;
-  // Pushes the merges of the blocks at `left` (and their next) whose estimate lowers the cost;
-  // K of them at once.
-  Histogram m[kBatch];
-  auto push = [&]<int K>(const int* left) {
-    const uint64_t* h[K];
-    double merged[K];
-    for (int j = 0; j < K; ++j) {
-      const int l = left[j], r = b[l].next;
-      for (int i = 0; i < np; ++i) m[j][present[i]] = b[l].hist[present[i]] + b[r].hist[present[i]];
-      h[j] = m[j].data();
-    }
-    estimate<K>(h, present, np, merged);
-    for (int j = 0; j < K; ++j) {
-      const int l = left[j], r = b[l].next;
-      const double delta = merged[j] - b[l].cost - b[r].cost;
-      if (delta < 0) heap.push({delta, merged[j], l, b[l].version, b[r].version});
-    }
+  auto push = [&](int l) {  // the merge of the block at l with its next, when it lowers the cost
+    const int r = b[l].next;
+    const int64_t merged = block_cost(sums(b[l].hist, b[r].hist));
+    const int64_t delta = merged - b[l].cost - b[r].cost;
+    if (delta < 0) heap.push({delta, merged, l, b[l].version, b[r].version});
   };
-  {
-    int left[kBatch];
-    int k = 0;
-    for (size_t u = 0; u + 1 < U; ++u) {
-      left[k++] = static_cast<int>(u);
-      if (k == kBatch) {
-        push.template operator()<kBatch>(left);
-        k = 0;
-      }
-    }
-    for (int j = 0; j < k; ++j) push.template operator()<1>(left + j);
-  }
+  for (size_t u = 0; u + 1 < U; ++u) push(static_cast<int>(u));
   while (!heap.empty()) {
     const Pair p = heap.top();
     heap.pop();
@@ -185,30 +236,24 @@ std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units, const Hi
     const int r = b[l].next;
     if (r < 0 || b[r].version != p.vr) continue;
     uint64_t* h = own[l].data();
-    if (b[l].hist == h)
-      for (int i = 0; i < np; ++i) h[present[i]] += b[r].hist[present[i]];
-    else
-      for (int i = 0; i < np; ++i) h[present[i]] = b[l].hist[present[i]] + b[r].hist[present[i]];
+    const uint64_t* hl = b[l].hist;
+    const uint64_t* hr = b[r].hist;
+    for (int s = 0; s < 256; ++s) h[s] = hl[s] + hr[s];
     b[l].hist = h;
     b[l].cost = p.merged;  // the estimate of this same histogram, made when the pair was pushed
     ++b[l].version;
     b[r].alive = false;
     b[l].next = b[r].next;
     if (b[r].next >= 0) b[b[r].next].prev = l;
-    // The merged block's pairs with its neighbours, side by side.
-    int left[2];
-    int k = 0;
-    if (b[l].prev >= 0) left[k++] = b[l].prev;
-    if (b[l].next >= 0) left[k++] = l;
-    if (k == 2) push.template operator()<2>(left);
-    else if (k == 1) push.template operator()<1>(left);
+    if (b[l].prev >= 0) push(b[l].prev);
+    if (b[l].next >= 0) push(l);
   }
   std::vector<uint32_t> starts;
   for (int k = 0; k >= 0; k = b[k].next) {
     starts.push_back(b[k].first);
     if (block_hists) {
-      Histogram& bh = block_hists->emplace_back(Histogram{});
-      for (int i = 0; i < np; ++i) bh[present[i]] = b[k].hist[present[i]];
+      Histogram& bh = block_hists->emplace_back();
+      std::copy(b[k].hist, b[k].hist + 256, bh.begin());
     }
   }
   return starts;

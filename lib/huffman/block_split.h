@@ -8,8 +8,9 @@
 // agglomerative clustering): starting from single units, the adjacent pair whose merge lowers
 // the total cost most is merged, until no merge lowers it (a heap over the pairs, O(U log U)
 // cost evaluations for U units; a merged block's cost is the one computed when its pair was
-// pushed). The estimates are sums in byte-value order of doubles from a fixed table and
-// formula, so every machine makes the same decisions.
+// pushed). The estimates are integers in units of 2^-24 bits (sums of c log2 c from a fixed table
+// and formula in integer arithmetic, eight counts at a time with AVX-512), so every machine
+// makes the same decisions.
 // Deterministic: depends only on the histograms, never on threads, so
 // the CPU and CUDA encoders, which share it, write the same blocks. Every block but the chunk's
 // last holds at least kBlockUnit bytes (the minimum block size of FORMAT.md).
@@ -35,11 +36,21 @@ inline constexpr uint64_t kBlockPenaltyBits = 1024;
 inline size_t block_units(size_t n) { return (n + kBlockUnit - 1) / kBlockUnit; }
 
 // `units[u]` is the histogram of bytes [u * kBlockUnit, min(n, (u + 1) * kBlockUnit)).
-// Returns the first unit of every block, in increasing order; the first is 0.
+// Returns the first unit of every block, in increasing order; the first is 0. The counts of all
+// units must add up to below 2^32 (a chunk holds at most 1 GiB), else a usage error.
 std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units);
 // The same, given `total` (the sum of the units), and with `block_hists` (when not null): the
 // histogram of every block.
 std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units, const Histogram& total, std::vector<Histogram>* block_hists);
+
+// The splitter's estimated cost of a block with histogram h (counts adding up to below 2^32,
+// else a usage error), in units of 2^-24 bits: max(order-0 entropy, one bit per byte) + table +
+// penalty (0 for an empty histogram).
+int64_t block_cost_q24(const Histogram& h);
+
+// Tests compare both paths on one machine: false makes the splitter's estimates use the scalar
+// path where the CPU has AVX-512 (F and CD).
+void set_split_vector_enabled(bool enabled);
 
 // Bits of the compact code-length table and block-table entry of a block with these lengths.
 uint64_t block_table_bits(const CodeLengths& lengths);
