@@ -175,14 +175,14 @@ CodeLengths block_code_lengths(const Histogram& hist, int code_limit) {
   return limited_code_lengths(hist, code_limit);
 }
 
-std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units) {
+std::vector<uint32_t> split_blocks(std::span<const Histogram> units) {
   Histogram total{};
   for (const auto& h : units)
     for (int k = 0; k < 256; ++k) total[k] += h[k];
   return split_blocks(units, total, nullptr);
 }
 
-std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units, const Histogram& total, std::vector<Histogram>* block_hists) {
+std::vector<uint32_t> split_blocks(std::span<const Histogram> units, const Histogram& total, std::vector<Histogram>* block_hists) {
   const size_t U = units.size();
   if (block_hists) block_hists->clear();
   if (U <= 1) {

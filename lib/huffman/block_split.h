@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "huffman/codebook.h"
@@ -38,10 +39,10 @@ inline size_t block_units(size_t n) { return (n + kBlockUnit - 1) / kBlockUnit; 
 // `units[u]` is the histogram of bytes [u * kBlockUnit, min(n, (u + 1) * kBlockUnit)).
 // Returns the first unit of every block, in increasing order; the first is 0. The counts of all
 // units must add up to below 2^32 (a chunk holds at most 1 GiB), else a usage error.
-std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units);
+std::vector<uint32_t> split_blocks(std::span<const Histogram> units);
 // The same, given `total` (the sum of the units), and with `block_hists` (when not null): the
 // histogram of every block.
-std::vector<uint32_t> split_blocks(const std::vector<Histogram>& units, const Histogram& total, std::vector<Histogram>* block_hists);
+std::vector<uint32_t> split_blocks(std::span<const Histogram> units, const Histogram& total, std::vector<Histogram>* block_hists);
 
 // The splitter's estimated cost of a block with histogram h (counts adding up to below 2^32,
 // else a usage error), in units of 2^-24 bits: max(order-0 entropy, one bit per byte) + table +

@@ -23,7 +23,7 @@ T get_le(const uint8_t* p) {
 
 }  // namespace
 
-ChunkPlan plan_chunk(const std::vector<Histogram>& units, size_t n, const FileHeader& fh) {
+ChunkPlan plan_chunk(std::span<const Histogram> units, size_t n, const FileHeader& fh) {
   if (units.size() != block_units(n)) throw_error(ErrorKind::usage, "plan_chunk: one histogram per 16 KiB unit expected");
   ChunkPlan p;
   Histogram total{};

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ struct ChunkPlan {
 
 // Decides the chunk's mode, blocks and codes from the histograms of its kBlockUnit-byte units
 // (units[u] counts bytes [u * 16 KiB, min(n, (u + 1) * 16 KiB))) of its n bytes.
-ChunkPlan plan_chunk(const std::vector<Histogram>& units, size_t n, const FileHeader& fh);
+ChunkPlan plan_chunk(std::span<const Histogram> units, size_t n, const FileHeader& fh);
 
 // Single-symbol and raw chunks, complete.
 void write_single_symbol_chunk(const ChunkPlan& plan, size_t n, uint64_t checksum, std::vector<uint8_t>& out);

@@ -14,7 +14,7 @@ HPCNN_VECTOR_TARGET void swap_words(const uint8_t* __restrict src, size_t n, uin
   }
 }
 
-HPCNN_VECTOR_TARGET void swap_words_in_place(uint8_t* p, size_t n) {
+HPCNN_WIDE_VECTOR_TARGET void swap_words_in_place(uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t v;
     std::memcpy(&v, p + 4 * i, 4);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "core/error.h"
 #include "huffman/bitstream.h"
@@ -314,11 +316,16 @@ struct ByteCounter {
     }
     for (; i < n; ++i) ++h[i & 15][in[i]];
   }
-  void fold(uint64_t counts[256]) {
+  // counts[s] += (kAdd) or = the count of s since the last fold. Without kAdd at most 65535
+  // bytes since the last fold (a 16 KiB unit), so that the sums stay in 16 bits (half the
+  // widening work).
+  template <bool kAdd>
+  HPCNN_VECTOR_TARGET void fold(uint64_t counts[256]) {
+    using Sum = std::conditional_t<kAdd, uint32_t, uint16_t>;
     for (int s = 0; s < 256; ++s) {
-      uint32_t t = 0;
-      for (int k = 0; k < 16; ++k) t += h[k][s];
-      counts[s] += t;
+      Sum t = 0;
+      for (int k = 0; k < 16; ++k) t = static_cast<Sum>(t + h[k][s]);
+      counts[s] = (kAdd ? counts[s] : 0) + t;
     }
     std::memset(h, 0, sizeof h);
   }
@@ -330,7 +337,7 @@ void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
   ByteCounter c;
   for (size_t i = 0; i < n; i += ByteCounter::kMaxAdd) {
     c.add(in + i, std::min(n - i, ByteCounter::kMaxAdd));
-    c.fold(counts);
+    c.fold<true>(counts);
   }
 }
 
@@ -344,7 +351,7 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   // several take the units dynamically while one of them also hashes the chunk.
   const size_t U = block_units(n);
   auto unit_len = [&](size_t u) { return std::min(n, (u + 1) * kBlockUnit) - u * kBlockUnit; };
-  std::vector<Histogram> units(U, Histogram{});
+  const auto units = std::make_unique_for_overwrite<Histogram[]>(U);  // each written whole below
   uint64_t checksum = 0;
   if (T == 1) {
     Checksum64Stream hash;
@@ -352,7 +359,8 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     for (size_t u = 0; u < U; ++u) {
       hash.add(in + u * kBlockUnit, unit_len(u));
       counter.add(in + u * kBlockUnit, unit_len(u));
-      counter.fold(units[u].data());
+      static_assert(kBlockUnit <= 65535, "a unit's counts fold in 16 bits");
+      counter.fold<false>(units[u].data());
     }
     checksum = hash.value();
   } else {
@@ -361,10 +369,13 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
 #pragma omp single nowait
       checksum = checksum64(in, n);
 #pragma omp for schedule(dynamic, 4)
-      for (size_t u = 0; u < U; ++u) byte_histogram(in + u * kBlockUnit, unit_len(u), units[u].data());
+      for (size_t u = 0; u < U; ++u) {
+        units[u] = {};
+        byte_histogram(in + u * kBlockUnit, unit_len(u), units[u].data());
+      }
     }
   }
-  const ChunkPlan plan = plan_chunk(units, n, fh);
+  const ChunkPlan plan = plan_chunk({units.get(), U}, n, fh);
   if (plan.mode == ChunkMode::single_symbol) return write_single_symbol_chunk(plan, n, checksum, out);
   if (plan.mode == ChunkMode::raw) return write_raw_chunk(in, n, checksum, out);
   const auto& lay = plan.layout;

@@ -11,9 +11,12 @@
 #define HPCNN_HOT_TARGET __attribute__((target_clones("default", "bmi2")))
 // Streaming loops that GCC vectorizes (byte swaps): a clone for AVX2 beside the baseline.
 #define HPCNN_VECTOR_TARGET __attribute__((target_clones("default", "avx2")))
+// The same with a third clone for x86-64-v4 (AVX-512: the encoder's in-place word swap, 64 bytes a step).
+#define HPCNN_WIDE_VECTOR_TARGET __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 #else
 #define HPCNN_HOT_TARGET
 #define HPCNN_VECTOR_TARGET
+#define HPCNN_WIDE_VECTOR_TARGET
 #endif
 
 // GCC's SLP vectorizer packs the lanes' output pointers of the interleaved decoder into
