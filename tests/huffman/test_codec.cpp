@@ -96,6 +96,51 @@ TEST_CASE("byte_histogram counts every byte, past what one 16-bit sub-histogram 
   }
 }
 
+TEST_CASE("UnitCounter counts every unit exactly, with and without taking frequent values out", "[huffman]") {
+  // Units of different kinds one after the other, so that the values taken out of a unit (the
+  // previous unit's most frequent) are sometimes frequent in it and sometimes absent, and the
+  // number of them changes (one for a unit of one value, up to four for text, none for even
+  // bytes): each count against a plain loop, on the AVX-512 VBMI2 path (where the CPU has it) and
+  // the scalar one; lengths from 0 to the largest unit, not multiples of 64 too.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi2"))
+    REQUIRE(value_takeout_available());  // the fast path must not quietly fall away on a CPU that has it
+#endif
+  std::mt19937_64 rng(65);
+  const auto text = text_like(1u << 20, 5);
+  std::vector<std::vector<uint8_t>> units;
+  for (int u = 0; u < 120; ++u) {
+    const size_t n = u % 11 == 3 ? rng() % 200 : u % 13 == 5 ? UnitCounter::kMaxUnit : 16384 - (u % 5 == 0 ? rng() % 1000 : 0);
+    std::vector<uint8_t> v(n);
+    switch (u % 6) {
+      case 0: std::copy(text.begin() + static_cast<long>(u * 1000), text.begin() + static_cast<long>(u * 1000 + n), v.begin()); break;
+      case 1: for (auto& b : v) b = rng() % 2 ? 0 : static_cast<uint8_t>(rng());  break;  // half zeros
+      case 2: for (auto& b : v) b = static_cast<uint8_t>(rng()); break;                    // even
+      case 3: std::fill(v.begin(), v.end(), static_cast<uint8_t>(u)); break;               // one value
+      case 4: for (auto& b : v) b = static_cast<uint8_t>(rng() % 3 * 7); break;            // three values
+      default: for (size_t i = 0; i < n; ++i) v[i] = text[i % 1000]; break;
+    }
+    units.push_back(std::move(v));
+  }
+  for (bool takeout : {true, false}) {
+    set_value_takeout_enabled(takeout);
+    UnitCounter counter;
+    for (size_t u = 0; u < units.size(); ++u) {
+      INFO("take-out " << takeout << ", unit " << u << " of " << units[u].size() << " bytes");
+      uint64_t got[256], want[256] = {};
+      std::fill(got, got + 256, 12345);  // count() sets every entry
+      counter.count(units[u].data(), units[u].size(), got);
+      for (uint8_t b : units[u]) ++want[b];
+      CHECK(std::equal(got, got + 256, want));
+    }
+    set_value_takeout_enabled(true);
+  }
+  std::vector<uint8_t> big(UnitCounter::kMaxUnit + 1);
+  uint64_t counts[256];
+  check_error([&] { UnitCounter().count(big.data(), big.size(), counts); }, ErrorKind::usage, "at most 65535 bytes");
+}
+
 TEST_CASE("the AVX-512 quad packer writes the scalar packers' bytes", "[huffman]") {
   // Where the CPU has AVX-512 VBMI, blocks with codes of at most 12 bits are packed by
   // pack_quads() (lookups in vector registers, gap entries from vector prefix sums); the scalar

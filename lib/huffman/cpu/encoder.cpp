@@ -5,13 +5,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <type_traits>
 
 #include "core/error.h"
 #include "huffman/bitstream.h"
 #include "huffman/block_split.h"
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
+#include "huffman/cpu/byte_count.h"
 #include "huffman/cpu/byte_swap.h"
 #include "huffman/cpu/hot.h"
 #include "huffman/cpu/quad_pack.h"
@@ -293,54 +293,6 @@ void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present
 
 }  // namespace
 
-namespace {
-
-// Byte counts in sixteen sub-histograms of 16-bit counters (8 KiB of the L1 cache), one per byte
-// of each 16-byte step: runs of one byte value (common in images) then do not increment the same
-// counter back to back. The loop is bound by its stores, about one cycle per byte; in one-process
-// A/B runs (2026-12-04) this was 2% faster than four 32-bit sub-histograms on text and 4% on
-// Fashion-MNIST (eight 16-bit ones: 0% and 2.5%). add() at most kMaxAdd bytes between two fold()s.
-struct ByteCounter {
-  static constexpr size_t kMaxAdd = size_t{1} << 19;  // at most 2^15 per 16-bit counter
-  uint16_t h[16][256] = {};
-  HPCNN_HOT_TARGET void add(const uint8_t* in, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      uint64_t a, b;
-      std::memcpy(&a, in + i, 8);
-      std::memcpy(&b, in + i + 8, 8);
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) ++h[k][(a >> (8 * k)) & 0xFF];
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) ++h[8 + k][(b >> (8 * k)) & 0xFF];
-    }
-    for (; i < n; ++i) ++h[i & 15][in[i]];
-  }
-  // counts[s] += (kAdd) or = the count of s since the last fold. Without kAdd at most 65535
-  // bytes since the last fold (a 16 KiB unit), so that the sums stay in 16 bits (half the
-  // widening work).
-  template <bool kAdd>
-  HPCNN_VECTOR_TARGET void fold(uint64_t counts[256]) {
-    using Sum = std::conditional_t<kAdd, uint32_t, uint16_t>;
-    for (int s = 0; s < 256; ++s) {
-      Sum t = 0;
-      for (int k = 0; k < 16; ++k) t = static_cast<Sum>(t + h[k][s]);
-      counts[s] = (kAdd ? counts[s] : 0) + t;
-    }
-    std::memset(h, 0, sizeof h);
-  }
-};
-
-}  // namespace
-
-void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]) {
-  ByteCounter c;
-  for (size_t i = 0; i < n; i += ByteCounter::kMaxAdd) {
-    c.add(in + i, std::min(n - i, ByteCounter::kMaxAdd));
-    c.fold<true>(counts);
-  }
-}
-
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
   if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
   if (fh.segment_log2 != 7 && fh.segment_log2 != 8) throw_error(ErrorKind::usage, "encode_chunk: segment size must be 128 or 256 bits");
@@ -355,24 +307,21 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
   uint64_t checksum = 0;
   if (T == 1) {
     Checksum64Stream hash;
-    ByteCounter counter;
+    UnitCounter counter;
+    static_assert(kBlockUnit <= UnitCounter::kMaxUnit);
     for (size_t u = 0; u < U; ++u) {
       hash.add(in + u * kBlockUnit, unit_len(u));
-      counter.add(in + u * kBlockUnit, unit_len(u));
-      static_assert(kBlockUnit <= 65535, "a unit's counts fold in 16 bits");
-      counter.fold<false>(units[u].data());
+      counter.count(in + u * kBlockUnit, unit_len(u), units[u].data());
     }
     checksum = hash.value();
   } else {
 #pragma omp parallel num_threads(T)
     {
+      UnitCounter counter;
 #pragma omp single nowait
       checksum = checksum64(in, n);
 #pragma omp for schedule(dynamic, 4)
-      for (size_t u = 0; u < U; ++u) {
-        units[u] = {};
-        byte_histogram(in + u * kBlockUnit, unit_len(u), units[u].data());
-      }
+      for (size_t u = 0; u < U; ++u) counter.count(in + u * kBlockUnit, unit_len(u), units[u].data());
     }
   }
   const ChunkPlan plan = plan_chunk({units.get(), U}, n, fh);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "huffman/cpu/byte_count.h"  // byte_histogram()
 #include "huffman/format.h"
 
 namespace hpcnn::huffman {
@@ -23,7 +24,5 @@ namespace hpcnn::huffman {
 // Encodes `n` bytes (1 <= n <= fh.chunk_size) into `out`: chunk header and payload.
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out);
 
-// Adds the byte histogram of `n` bytes to counts (sixteen interleaved sub-histograms).
-void byte_histogram(const uint8_t* in, size_t n, uint64_t counts[256]);
 
 }  // namespace hpcnn::huffman
