@@ -6,6 +6,7 @@
 #include <memory>
 #include <atomic>
 #include <queue>
+#include <string>
 
 #include "core/error.h"
 
@@ -101,10 +102,22 @@ const bool kAvx512Split = cpu_has_avx512_split();
 
 std::atomic<bool> g_vector_enabled{true};
 
+// The sums of a histogram or of two, over the byte values of `total` (whose counts must add up
+// to below 2^32, else a usage error from `who`).
 struct Counter {
-  const uint8_t* present;
-  int np;
-  bool vector;
+  uint8_t present[256];
+  int np = 0;
+  bool vector = false;
+  Counter(const Histogram& total, const char* who) {
+    uint64_t n = 0;
+    for (int k = 0; k < 256; ++k) {
+      if (total[k] >> 32 || (n += total[k]) >> 32) throw_error(ErrorKind::usage, std::string(who) + ": the counts must add up to below 2^32");
+      if (total[k]) present[np++] = static_cast<uint8_t>(k);
+    }
+#if defined(HPCNN_SPLIT_AVX512)
+    vector = kAvx512Split && g_vector_enabled.load(std::memory_order_relaxed);
+#endif
+  }
   Sums operator()(const uint64_t* a, const uint64_t* b = nullptr) const {
     if (np == 0) return {};
 #if defined(HPCNN_SPLIT_AVX512)
@@ -140,21 +153,7 @@ struct Block {
 
 void set_split_vector_enabled(bool enabled) { g_vector_enabled.store(enabled, std::memory_order_relaxed); }
 
-int64_t block_cost_q24(const Histogram& h) {
-  uint8_t present[256];
-  int np = 0;
-  uint64_t n = 0;
-  for (int k = 0; k < 256; ++k) {
-    if (h[k] >> 32 || (n += h[k]) >> 32) throw_error(ErrorKind::usage, "block_cost_q24: the counts must add up to below 2^32");
-    if (h[k]) present[np++] = static_cast<uint8_t>(k);
-  }
-#if defined(HPCNN_SPLIT_AVX512)
-  const Counter sums{present, np, kAvx512Split && g_vector_enabled.load(std::memory_order_relaxed)};
-#else
-  const Counter sums{present, np, false};
-#endif
-  return block_cost(sums(h.data()));
-}
+int64_t block_cost_q24(const Histogram& h) { return block_cost(Counter(h, "block_cost_q24")(h.data())); }
 
 uint64_t block_table_bits(const CodeLengths& lengths) {
   int nsym = 0;
@@ -189,18 +188,7 @@ std::vector<uint32_t> split_blocks(std::span<const Histogram> units, const Histo
     if (block_hists) block_hists->push_back(total);
     return {0};
   }
-  uint64_t n = 0;
-  for (uint64_t c : total)
-    if (c >> 32 || (n += c) >> 32) throw_error(ErrorKind::usage, "split_blocks: the counts must add up to below 2^32");
-  uint8_t present[256];  // the byte values of the chunk
-  int np = 0;
-  for (int k = 0; k < 256; ++k)
-    if (total[k]) present[np++] = static_cast<uint8_t>(k);
-#if defined(HPCNN_SPLIT_AVX512)
-  const Counter sums{present, np, kAvx512Split && g_vector_enabled.load(std::memory_order_relaxed)};
-#else
-  const Counter sums{present, np, false};
-#endif
+  const Counter sums(total, "split_blocks");  // over the byte values of the chunk
   // A block's own histogram, at its index, once it has absorbed a neighbour.
   std::unique_ptr<Histogram[]> own(new Histogram[U]);
   std::vector<Block> b;

@@ -122,6 +122,8 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   static_assert(kMaxRoundBits < 128, "a round must be shorter than a segment");
   constexpr size_t kMaxAdvance = (7 + kFlushBits) / 8;  // bytes per flush, at most
   constexpr size_t kLastStore = (kFlushes - 1) * kMaxAdvance + 8;  // a round's last store ends within this
+  // (pack_quads() may flush a round's eight codewords at once, at most 57 bits: that flush
+  // advances at most 8 bytes and its store ends within 8, so both bounds still hold per round.)
   uint32_t round_start[kBlockRounds + 1];
   int32_t last_round[(kBlockRounds * kMaxRoundBits >> 7) + 2];  // per segment of the block
   uint64_t accl = 0;
@@ -315,9 +317,10 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     }
     checksum = hash.value();
   } else {
+    const std::unique_ptr<UnitCounter[]> counters(new UnitCounter[T]);  // allocated here: nothing throws in the region
 #pragma omp parallel num_threads(T)
     {
-      UnitCounter counter;
+      UnitCounter& counter = counters[omp_get_thread_num()];
 #pragma omp single nowait
       checksum = checksum64(in, n);
 #pragma omp for schedule(dynamic, 4)
