@@ -42,14 +42,16 @@ echo "== command-line tools, one thread, whole process to a pipe, on the concate
 enc="$build/tools/huffgpu-encode/huffgpu-encode"
 dec="$build/tools/huffgpu-decode/huffgpu-decode"
 "$enc" -T 1 -c "$tmp/concat4.bin" > "$tmp/concat4.huf"
-median_s() {  # median wall seconds of RUNS runs of "$@" (a shell command line)
+median_s() {  # median wall seconds of RUNS runs of "$@" (a shell command line, run by this shell:
+  # no extra bash start or date process inside the interval, clock from $EPOCHREALTIME)
+  local LC_ALL=C  # a decimal point in $EPOCHREALTIME
   for _ in $(seq "${RUNS:-15}"); do
     local t0 t1
-    t0=$(date +%s%N)
-    bash -c "$*"
-    t1=$(date +%s%N)
-    echo $(( t1 - t0 ))
-  done | sort -n | awk '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2; printf "%.4f\n", m / 1e9}'
+    t0=$EPOCHREALTIME
+    eval "$*"
+    t1=$EPOCHREALTIME
+    echo "$t0 $t1"
+  done | awk '{print $2 - $1}' | sort -g | awk '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2; printf "%.4f\n", m}'
 }
 enc_s=$(median_s "'$enc' -T 1 -c '$tmp/concat4.bin' | cat > /dev/null")
 dec_s=$(median_s "'$dec' -T 1 -c '$tmp/concat4.huf' | cat > /dev/null")
