@@ -100,12 +100,15 @@ TEST_CASE("UnitCounter counts every unit exactly, with and without taking freque
   // Units of different kinds one after the other, so that the values taken out of a unit (the
   // previous unit's most frequent) are sometimes frequent in it and sometimes absent, and the
   // number of them changes (one for a unit of one value, up to four for text, none for even
-  // bytes): each count against a plain loop, on the AVX-512 VBMI2 path (where the CPU has it) and
-  // the scalar one; lengths from 0 to the largest unit, not multiples of 64 too.
+  // bytes): each count against a plain loop, on every path this CPU has (AVX-512 VBMI2, AVX2,
+  // scalar); lengths from 0 to the largest unit, not multiples of 32 or 64 too.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
   __builtin_cpu_init();
+  // The fast paths must not quietly fall away on a CPU that has them.
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi2"))
-    REQUIRE(value_takeout_available());  // the fast path must not quietly fall away on a CPU that has it
+    REQUIRE(value_takeout_path() == TakeoutPath::avx512);
+  else if (__builtin_cpu_supports("avx2"))
+    REQUIRE(value_takeout_path() == TakeoutPath::avx2);
 #endif
   std::mt19937_64 rng(65);
   const auto text = text_like(1u << 20, 5);
@@ -123,18 +126,21 @@ TEST_CASE("UnitCounter counts every unit exactly, with and without taking freque
     }
     units.push_back(std::move(v));
   }
-  for (bool takeout : {true, false}) {
-    set_value_takeout_enabled(takeout);
+  const TakeoutPath best = value_takeout_path();
+  for (TakeoutPath limit : {TakeoutPath::avx512, TakeoutPath::avx2, TakeoutPath::scalar}) {
+    if (limit > best) continue;
+    set_value_takeout_limit(limit);
+    REQUIRE(value_takeout_path() == limit);
     UnitCounter counter;
     for (size_t u = 0; u < units.size(); ++u) {
-      INFO("take-out " << takeout << ", unit " << u << " of " << units[u].size() << " bytes");
+      INFO("path " << static_cast<int>(limit) << ", unit " << u << " of " << units[u].size() << " bytes");
       uint64_t got[256], want[256] = {};
       std::fill(got, got + 256, 12345);  // count() sets every entry
       counter.count(units[u].data(), units[u].size(), got);
       for (uint8_t b : units[u]) ++want[b];
       CHECK(std::equal(got, got + 256, want));
     }
-    set_value_takeout_enabled(true);
+    set_value_takeout_limit(TakeoutPath::avx512);
   }
   std::vector<uint8_t> big(UnitCounter::kMaxUnit + 1);
   uint64_t counts[256];
