@@ -107,6 +107,7 @@ std::atomic<bool> g_vector_enabled{true};
 struct Counter {
   uint8_t present[256];
   int np = 0;
+  int first = 0, end = 0;  // the eights of counts from the first to the last byte value present
   bool vector = false;
   Counter(const Histogram& total, const char* who) {
     uint64_t n = 0;
@@ -114,6 +115,7 @@ struct Counter {
       if (total[k] >> 32 || (n += total[k]) >> 32) throw_error(ErrorKind::usage, std::string(who) + ": the counts must add up to below 2^32");
       if (total[k]) present[np++] = static_cast<uint8_t>(k);
     }
+    if (np > 0) first = present[0] & ~7, end = std::min(256, (present[np - 1] + 8) & ~7);
 #if defined(HPCNN_SPLIT_AVX512)
     vector = kAvx512Split && g_vector_enabled.load(std::memory_order_relaxed);
 #endif
@@ -121,11 +123,7 @@ struct Counter {
   Sums operator()(const uint64_t* a, const uint64_t* b = nullptr) const {
     if (np == 0) return {};
 #if defined(HPCNN_SPLIT_AVX512)
-    if (vector) {
-      // The eights of counts from the first to the last byte value of the chunk.
-      const int first = present[0] & ~7, end = std::min(256, (present[np - 1] + 8) & ~7);
-      return b ? sums_avx512<true>(a, b, first, end) : sums_avx512<false>(a, nullptr, first, end);
-    }
+    if (vector) return b ? sums_avx512<true>(a, b, first, end) : sums_avx512<false>(a, nullptr, first, end);
 #endif
     return b ? sums_scalar<true>(a, b, present, np) : sums_scalar<false>(a, nullptr, present, np);
   }

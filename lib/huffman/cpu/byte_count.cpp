@@ -159,6 +159,11 @@ __attribute__((target("avx2,popcnt"))) size_t take_out_avx2(const uint8_t* in, s
   _mm256_zeroupper();
   return kept;
 }
+
+// take_out_*<K> for K = 1, 2, 4 (index 0, 1, 2), AVX2 then AVX-512.
+using TakeOut = size_t (*)(const uint8_t*, size_t, const uint8_t*, uint8_t*, uint64_t*);
+constexpr TakeOut kTakeOut[2][3] = {{take_out_avx2<1>, take_out_avx2<2>, take_out_avx2<4>},
+                                    {take_out_avx512<1>, take_out_avx512<2>, take_out_avx512<4>}};
 #else
 const TakeoutPath kCpuPath = TakeoutPath::scalar;
 #endif
@@ -193,10 +198,7 @@ void UnitCounter::count(const uint8_t* in, size_t n, uint64_t counts[256]) {
 #if defined(HPCNN_VALUE_TAKEOUT)
   if (s.k > 0 && path != TakeoutPath::scalar) {
     uint64_t taken[4];
-    const bool wide = path == TakeoutPath::avx512;
-    const size_t kept = s.k == 1   ? (wide ? take_out_avx512<1> : take_out_avx2<1>)(in, n, s.values, s.buf, taken)
-                        : s.k == 2 ? (wide ? take_out_avx512<2> : take_out_avx2<2>)(in, n, s.values, s.buf, taken)
-                                   : (wide ? take_out_avx512<4> : take_out_avx2<4>)(in, n, s.values, s.buf, taken);
+    const size_t kept = kTakeOut[path == TakeoutPath::avx512][s.k / 2](in, n, s.values, s.buf, taken);
     s.counter.add(s.buf, kept);
     s.counter.fold<false>(counts);
     for (int j = 0; j < s.k; ++j) counts[s.values[j]] += taken[j];
@@ -206,6 +208,8 @@ void UnitCounter::count(const uint8_t* in, size_t n, uint64_t counts[256]) {
     s.counter.add(in, n);
     s.counter.fold<false>(counts);
   }
+  s.k = 0;
+  if (path == TakeoutPath::scalar) return;
   // The next unit's values: this one's four most frequent, as many of them as pay for their
   // compares. Cost per byte in cycles (Intel Xeon, 2026-12-04): scalar loop 1.045 for every byte
   // it counts; taking out K = 1, 2, 4 values 0.12, 0.17, 0.27 with AVX-512, 0.29, 0.36, 0.50
@@ -229,9 +233,8 @@ void UnitCounter::count(const uint8_t* in, size_t n, uint64_t counts[256]) {
   int distinct = 0;  // values that occur among the four (a value is taken out at most once)
   while (distinct < 4 && top[distinct]) ++distinct;
   double best = kScalar;
-  s.k = 0;
   for (int k : {1, 2, 4}) {
-    if (k > distinct || path == TakeoutPath::scalar) break;
+    if (k > distinct) break;
     uint64_t covered = 0;
     for (int j = 0; j < k; ++j) covered += top[j];
     const double cost = kScalar * (1 - static_cast<double>(covered) / bytes) + takeout_cost[k];
