@@ -10,6 +10,7 @@
 #include "data/loader.h"
 #include "nn/batchnorm_statistics.h"
 #include "nn/model.h"
+#include "onnx/graph.h"
 #include "onnx/tensor.h"
 #include "train/sensitivity.h"
 
@@ -74,6 +75,25 @@ nn::ChannelMoments batch_moments(const Tensor& x) {
   return m;
 }
 
+// The attributes that change what running_mean / running_var mean (ONNX operator spec,
+// BatchNormalization versions 1-15): statistics are polished only where a runtime reads them.
+//   training_mode = 1 (opset 14+): Y is normalised with the batch's own statistics; the running
+//     ones are only updated, never read, so re-estimating them changes nothing the model computes.
+//   spatial = 0 (opset 7-8): statistics per activation ([C, D1, ...]), not per channel.
+//   is_test = 0 (opset 1-6): the node is in its training form, as training_mode = 1.
+void check_inference_form(const onnx::NodeProto& n, const std::string& origin) {
+  const std::string who = node_label(n) + " of " + origin;
+  if (onnxu::attr_int(n, "training_mode", 0) != 0)
+    throw_error(ErrorKind::unsupported,
+                who + " has training_mode = 1: by the ONNX spec it normalises with each batch's own statistics and never reads "
+                      "running_mean/running_var, so polished statistics would change nothing; export it in inference form "
+                      "(training_mode = 0, e.g. PyTorch's model.eval() before torch.onnx.export) and polish that");
+  if (onnxu::attr_int(n, "spatial", 1) != 1)
+    throw_error(ErrorKind::unsupported, who + " has spatial = 0: its statistics are per activation, not per channel");
+  if (const auto* a = onnxu::find_attribute(n, "is_test"); a && a->i() == 0)
+    throw_error(ErrorKind::unsupported, who + " has is_test = 0 (the training form of opset 1-6): its running statistics are not read");
+}
+
 }  // namespace
 
 std::vector<BatchNormNode> batchnorm_passes(const onnx::ModelProto& model) {
@@ -119,6 +139,7 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
   for (const auto& bn : nodes) {
     const auto& n = model.graph().node(bn.node);
     if (n.input_size() < 5) throw_error(ErrorKind::bad_input, node_label(n) + " of " + origin + " has fewer than 5 inputs");
+    check_inference_form(n, origin);
     for (int k : {3, 4}) {
       const std::string& name = n.input(k);
       const onnx::TensorProto* t = find_initializer(model, name);

@@ -22,6 +22,8 @@ void SampleSource::check_index(int64_t index) const {
                                       std::to_string(size_) + ")");
 }
 
+std::string SampleSource::locate(int64_t index) const { return "sample " + std::to_string(index) + " of " + origin_; }
+
 // ---- InMemorySource -------------------------------------------------------------------------
 
 InMemorySource::InMemorySource(ImageSet images) : set_(std::move(images)) {
@@ -158,6 +160,12 @@ ConcatSource::ConcatSource(std::vector<std::shared_ptr<const SampleSource>> part
     size_ += p->size();
     origin_ += (origin_.empty() ? "" : ", ") + p->origin();
   }
+}
+
+std::string ConcatSource::locate(int64_t index) const {
+  if (index < 0 || index >= size_) return SampleSource::locate(index);
+  const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+  return parts_[k]->locate(index - starts_[k]);
 }
 
 bool ConcatSource::in_memory() const {

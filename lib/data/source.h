@@ -39,6 +39,9 @@ class SampleSource {
   // sample().type, CHW), and its class label to *label when `label` is not null and the source
   // has labels (-1 otherwise).
   virtual void read(int64_t index, void* pixels, int32_t* label) const = 0;
+  // Sample `index` named for messages by its place in the files: "sample 4711 of FILE" (the
+  // index within that file for a concatenation or a range of one).
+  virtual std::string locate(int64_t index) const;
 
  protected:
   void check_index(int64_t index) const;
@@ -80,6 +83,7 @@ class ConcatSource final : public SampleSource {
   explicit ConcatSource(std::vector<std::shared_ptr<const SampleSource>> parts);
   bool in_memory() const override;
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  std::string locate(int64_t index) const override;
 
  private:
   std::vector<std::shared_ptr<const SampleSource>> parts_;
@@ -94,6 +98,7 @@ class RangeSource final : public SampleSource {
   RangeSource(std::shared_ptr<const SampleSource> parent, int64_t begin, int64_t count);
   bool in_memory() const override { return parent_->in_memory(); }
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  std::string locate(int64_t index) const override { return parent_->locate(begin_ + index); }
 
  private:
   std::shared_ptr<const SampleSource> parent_;

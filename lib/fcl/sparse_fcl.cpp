@@ -39,7 +39,11 @@ std::string node_name(const onnxu::GraphView& v, int n) {
 bool channel_preserving(const std::string& op) {
   static const std::set<std::string> ops{"BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh",
                                          "Elu", "Selu", "HardSigmoid", "HardSwish", "MaxPool", "AveragePool", "LRN",
-                                         "Dropout", "Identity", "InstanceNormalization"};
+                                         "Dropout", "Identity", "InstanceNormalization",
+                                         // Global pooling leaves [N, C, 1, 1]: the inserted 1x1 Conv then reads
+                                         // one value per channel, and the channel structure is a rank-c'
+                                         // factorisation W [O, C] = B [O, c'] A [c', C] of the FC (README).
+                                         "GlobalAveragePool", "GlobalMaxPool"};
   return ops.count(op) > 0;
 }
 
@@ -118,7 +122,9 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
     }
     if (!channel_preserving(v.node(p).op_type()) || v.node(p).input_size() < 1) break;
   }
-  if (conv < 0) return who + " does not follow a Conv (through normalisation, activation and pooling only)";
+  if (conv < 0)
+    return who + " does not follow a Conv through only BatchNormalization/InstanceNormalization, activations, Dropout, "
+                 "MaxPool/AveragePool or global pooling (the FC must read the last convolution's feature map)";
   site.flatten = n;
   site.fc = fc;
   site.conv = conv;
@@ -234,6 +240,9 @@ int64_t choose_rank(const Site& s, const SparsifyOptions& o) {
                                         std::to_string(static_cast<double>(dense_params(s)) /
                                                        static_cast<double>(sparse_params(s, o.structure, 1))) + "x");
   }
+  if (o.structure == Structure::spatial && max == 1)
+    throw_error(ErrorKind::usage, "the feature map before the flatten is 1x1 (global pooling): the spatial structure has no "
+                                  "positions to combine; use --structure channel (a rank-c' factorisation of the FC)");
   if (r < 1 || r > max)
     throw_error(ErrorKind::usage, std::string(what) + " " + std::to_string(r) + " must lie in [1, " + std::to_string(max) + "]");
   if (r == max && !o.allow_full_rank)

@@ -9,6 +9,9 @@
 // or a label is out of range (naming the sample); model errors name the node.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include <cstdint>
 #include <span>
 
@@ -30,9 +33,18 @@ struct EvalResult {
   double mean_loss = 0;
 };
 
-// One batch: forward in inference mode, added to `sums`.
+// Names sample n of a batch in errors ("sample 4711 of train-labels-idx1-ubyte"): the place in
+// the data files, not in the batch.
+using SampleNamer = std::function<std::string(int64_t n)>;
+
+// Every label in [0, classes) (classes: the width of the model's logits), else
+// ErrorKind::bad_input naming the first bad label's sample through `name` (or its position in
+// the batch when `name` is empty) and the model's number of outputs.
+void check_labels(std::span<const int32_t> labels, int64_t classes, const SampleNamer& name);
+
+// One batch: forward in inference mode, labels checked (check_labels), added to `sums`.
 void evaluate_batch(Model& model, const Tensor& images, std::span<const int32_t> labels, EvalSums& sums,
-                    float label_smoothing = 0.0f);
+                    float label_smoothing = 0.0f, const SampleNamer& name = {});
 EvalResult eval_result(const EvalSums& sums);
 
 // A labelled set in memory, in batches of `batch_size` (the last one may be smaller).

@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -19,7 +20,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
   std::string model_bytes;
   if (!c.model.SerializeToString(&model_bytes)) throw_error(ErrorKind::io, "cannot serialize the model for checkpoint " + path);
   json meta{{"epoch", c.epoch}, {"step_in_epoch", c.step_in_epoch}, {"global_step", c.global_step},
-            {"world_size", c.world_size}, {"batch_size", c.batch_size}};
+            {"world_size", c.world_size}, {"batch_size", c.batch_size}, {"model_file", c.model_file}, {"output", c.output}};
   json blobs = json::array();
   uint64_t off = 0;
   blobs.push_back({{"name", "model"}, {"offset", off}, {"size", model_bytes.size()}});
@@ -45,8 +46,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
   f.commit();
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
-  const std::string data = read_file(path);
+namespace {
+
+Checkpoint read_checkpoint_data(const std::string& path, const std::string& data, bool with_blobs) {
   auto bad = [&](const std::string& what, uint64_t at) {
     throw_error(ErrorKind::bad_input, "checkpoint " + path + ": " + what + " at byte offset " + std::to_string(at));
   };
@@ -71,7 +73,10 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.global_step = meta.at("global_step").get<int64_t>();
     c.world_size = meta.at("world_size").get<int64_t>();
     c.batch_size = meta.at("batch_size").get<int64_t>();
+    c.model_file = meta.value("model_file", std::string());
+    c.output = meta.value("output", std::string());
     for (const auto& b : meta.at("blobs")) {
+      if (!with_blobs) break;
       const std::string name = b.at("name").get<std::string>();
       const uint64_t off = b.at("offset").get<uint64_t>(), size = b.at("size").get<uint64_t>();
       if (off > data.size() - base || size > data.size() - base - off) bad("blob '" + name + "' runs past the end of the file", base + off);
@@ -91,6 +96,28 @@ Checkpoint read_checkpoint(const std::string& path) {
   if (c.world_size < 1 || c.batch_size < 1 || c.epoch < 0 || c.step_in_epoch < 0 || c.global_step < 0)
     bad("inconsistent training position", 20);
   return c;
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) { return read_checkpoint_data(path, read_file(path), true); }
+
+Checkpoint read_checkpoint_header(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_error(ErrorKind::io, "cannot open checkpoint " + path);
+  std::string data(20, '\0');
+  f.read(data.data(), 20);
+  data.resize(static_cast<size_t>(f.gcount()));
+  if (data.size() == 20) {  // the JSON header too (its length is checked by the parser)
+    uint64_t len;
+    std::memcpy(&len, data.data() + 12, 8);
+    if (len < (uint64_t{1} << 30)) {
+      data.resize(20 + len);
+      f.read(data.data() + 20, static_cast<std::streamsize>(len));
+      data.resize(20 + static_cast<size_t>(f.gcount()));
+    }
+  }
+  return read_checkpoint_data(path, data, false);
 }
 
 }  // namespace hpcnn::train

@@ -3,7 +3,9 @@
 // training, in one file written atomically.
 //
 // Layout (little-endian): "HPCNNCKP" | u32 version (1) | u64 JSON length | JSON | blobs.
-// The JSON holds epoch, step_in_epoch, global_step, world_size, batch_size and, for each blob,
+// The JSON holds epoch, step_in_epoch, global_step, world_size, batch_size, model_file and
+// output (absolute paths of the configuration's model and output model when written; absent in
+// checkpoints of older versions) and, for each blob,
 // name, byte offset (from the start of the blob area) and size. Blobs: "model" (serialized
 // ModelProto) and one "state:<parameter>" per parameter: its optimizer velocity as dense fp32
 // (zeros where a sparse layout keeps no state). A checkpoint taken with another world size
@@ -28,11 +30,16 @@ struct Checkpoint {
   int64_t global_step = 0;    // optimizer steps done in all
   int64_t world_size = 1;
   int64_t batch_size = 0;     // per rank
+  std::string model_file;     // the model file the run was started with ("" when not recorded)
+  std::string output;         // the output model of the run that wrote it ("" when none or not recorded)
   onnx::ModelProto model;
   std::map<std::string, Tensor> optimizer_state;  // by parameter name, dense shapes
 };
 
 void write_checkpoint(const std::string& path, const Checkpoint& ckpt);
 Checkpoint read_checkpoint(const std::string& path);
+// The header only (position, model_file, output): reads the JSON header, not the model or the
+// optimizer state. Errors as read_checkpoint's.
+Checkpoint read_checkpoint_header(const std::string& path);
 
 }  // namespace hpcnn::train

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "data/loader.h"
 #include "nn/loss.h"
+#include "nn/evaluate.h"
 #include "nn/model.h"
 
 namespace hpcnn::train {
@@ -56,6 +57,7 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
     model.zero_grad();
     Tensor grad;
     const std::vector<Tensor> out = model.forward({batch->images}, nn::Mode::inference_grad);
+    nn::check_labels(batch->labels, out.at(0).dim(1), [&](int64_t i) { return samples->locate(batch->indices[static_cast<size_t>(i)]); });
     const nn::LossResult l = nn::softmax_cross_entropy(out.at(0), batch->labels, 0.0f, &grad);
     if (!std::isfinite(l.loss))
       throw_error(ErrorKind::bad_input, origin + ": the loss of batch " + std::to_string(b) + " (samples " +

@@ -25,6 +25,7 @@
 #include "nn/model.h"
 #include "nn/proto_tensor.h"
 #include "nn/threads.h"
+#include "onnx/compare.h"
 #include "onnx/costs.h"
 #include "onnx/model.h"
 #include "train/checkpoint.h"
@@ -100,7 +101,8 @@ nn::EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Commu
   data::BatchLoader loader(test, o);
   loader.start_epoch(0);
   nn::EvalSums e;
-  while (auto b = loader.next_batch()) nn::evaluate_batch(model, b->images, b->labels, e);
+  while (auto b = loader.next_batch())
+    nn::evaluate_batch(model, b->images, b->labels, e, 0.0f, [&](int64_t n) { return test->locate(b->indices[static_cast<size_t>(n)]); });
   double s[4] = {e.loss, e.top1, e.top5, e.count};
   comm.allreduce_sum(s, 4);
   return {s[0], s[1], s[2], s[3]};
@@ -198,6 +200,15 @@ class Trainer {
     loaded_ = onnxu::load_model(cfg_.model);
     if (!run_.resume.empty()) {
       ckpt_ = read_checkpoint(run_.resume);
+      // A checkpoint belongs to one model (graph and parameter shapes): resuming it with another
+      // would train and write the checkpoint's model under the other's name.
+      const std::string diff = onnxu::structure_difference(ckpt_.model, loaded_.proto);
+      if (!diff.empty())
+        throw_error(ErrorKind::usage, "checkpoint " + run_.resume + " belongs to the model " +
+                                          (ckpt_.model_file.empty() ? std::string("it holds") : "'" + ckpt_.model_file + "'") +
+                                          ", not to '" + cfg_.model + "' that the configuration names (" + diff +
+                                          "): resume with the model it was written for, or start afresh without --resume "
+                                          "(for --resume auto: remove the checkpoint or choose another checkpoint path)");
       loaded_.proto = ckpt_.model;
     }
     model_ = std::make_unique<nn::Model>(loaded_.proto, cfg_.model, nn::ModelOptions{false, static_cast<unsigned>(cfg_.seed)});
@@ -317,6 +328,7 @@ class Trainer {
       model_->set_seed(data::mix_seed(cfg_.seed, static_cast<uint64_t>(rank_), static_cast<uint64_t>(global_step_ * cfg_.accumulation_steps + a)));
       auto out = model_->forward({batch->images}, nn::Mode::training);
       inject_fault(out.at(0));
+      nn::check_labels(batch->labels, out.at(0).dim(1), [&](int64_t n) { return loader_->source().locate(batch->indices[static_cast<size_t>(n)]); });
       Tensor grad;
       const auto l = nn::softmax_cross_entropy(out.at(0), batch->labels, cfg_.label_smoothing, &grad);
       if (!std::isfinite(l.loss))
@@ -425,6 +437,9 @@ class Trainer {
       c.global_step = global_step_;
       c.world_size = world_;
       c.batch_size = cfg_.batch_size;
+      std::error_code ec;
+      c.model_file = std::filesystem::absolute(cfg_.model, ec).string();
+      if (!cfg_.output.empty()) c.output = std::filesystem::absolute(cfg_.output, ec).string();
       c.model = loaded_.proto;
       model_->export_weights(c.model);
       c.optimizer_state = dense_state(model_->parameters(), exchange_->layout(), optimizer_->state());

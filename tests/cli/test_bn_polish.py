@@ -231,3 +231,24 @@ def test_test_accuracy_with_a_bad_test_set_writes_nothing(tmp_path):
     assert 0 <= r["test_accuracy_before"] <= 1 and 0 <= r["test_accuracy_after"] <= 1
     p = polish(model, "--config", tmp_path / "c.json", "-o", "", check=False)
     assert p.returncode == 1 and "-o: an empty path" in p.stderr
+
+
+@pytest.mark.parametrize("attr,value,message", [
+    ("training_mode", 1, "has training_mode = 1: by the ONNX spec it normalises with each batch's own statistics"),
+    ("spatial", 0, "has spatial = 0: its statistics are per activation"),
+])
+def test_batchnorm_in_a_form_that_never_reads_its_statistics_is_refused(tmp_path, attr, value, message):
+    """A BatchNormalization whose attributes change what its statistics mean (ONNX spec:
+    training_mode = 1 normalises with the batch's statistics; spatial = 0 keeps them per activation)
+    is refused with exit 4, naming the node, and nothing is written."""
+    m = onnx.load(branchy_model(tmp_path / "m.onnx"))
+    node = next(n for n in m.graph.node if n.name == "bn_b")
+    node.attribute.append(helper.make_attribute(attr, value))
+    if attr == "training_mode":  # the opset where training_mode exists
+        m.opset_import[0].version = 15
+    onnx.save(m, tmp_path / "odd.onnx")
+    out = tmp_path / "out.onnx"
+    p = polish(tmp_path / "odd.onnx", "-o", out, *data_args(tmp_path), check=False)
+    assert p.returncode == 4, p.stderr
+    assert "node 'bn_b' (BatchNormalization) of" in p.stderr and message in p.stderr, p.stderr
+    assert not out.exists()

@@ -435,6 +435,80 @@ def test_resume_with_nothing_left_to_train(tmp_path):
         assert not (tmp_path / "trained.onnx").exists()
 
 
+def test_resuming_a_finished_run_replaces_its_own_output(tmp_path):
+    """A finished run continued with more epochs (--resume CK --epochs N+1) replaces the output that
+    run wrote (the checkpoint records it) without -f; another existing file still needs -f."""
+    cfg = config(tmp_path, data=small_idx(tmp_path, 64), epochs=2, final_polish_epochs=0, max_steps_per_epoch=2)
+    ok(dist_train("--config", cfg))
+    meta = read_checkpoint_meta(tmp_path / "ckpt")
+    assert meta["output"] == str(tmp_path / "trained.onnx") and meta["model_file"] == str(tmp_path / "tiny.onnx")
+    before = weights(tmp_path / "trained.onnx")
+    s = ok(dist_train("--config", cfg, "--resume", tmp_path / "ckpt", "--epochs", "3"))
+    assert s["steps"] == 6
+    after = weights(tmp_path / "trained.onnx")
+    assert not np.array_equal(before["fc.w"], after["fc.w"])
+    # Another output that exists: the usual rule (-f), the file untouched.
+    (tmp_path / "other.onnx").write_bytes(b"keep")
+    p = dist_train("--config", cfg, "--resume", tmp_path / "ckpt", "--epochs", "4", "-o", tmp_path / "other.onnx")
+    assert p.returncode == 3 and "already exists (use -f to overwrite)" in p.stderr, p.stderr
+    assert (tmp_path / "other.onnx").read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("how", ["model", "config"])
+def test_resume_with_another_model_is_refused(tmp_path, how):
+    """A checkpoint belongs to its model (graph and parameter shapes): resuming it with a configuration
+    (or --model) naming another model fails before training, naming both models and the difference,
+    and writes nothing; --resume auto after the configuration changed likewise."""
+    cfg = config(tmp_path, data=small_idx(tmp_path, 64), epochs=2, final_polish_epochs=0, max_steps_per_epoch=2)
+    p = dist_train("--config", cfg, env={"HPCNN_TEST_FAULT": "0:throw:2"})  # dies in epoch 2, checkpoint after epoch 1
+    assert p.returncode != 0 and (tmp_path / "ckpt").exists()
+    other = tmp_path / "other.onnx"
+    tiny_cnn(str(other), dropout=True)  # same weights' shapes, one node more
+    args = ["--model", other] if how == "model" else []
+    if how == "config":
+        cfg = config(tmp_path, data=small_idx(tmp_path, 64), epochs=2, final_polish_epochs=0, max_steps_per_epoch=2,
+                     model=str(other))
+    for resume in (tmp_path / "ckpt", "auto"):
+        p = dist_train("--config", cfg, "--resume", resume, *args)
+        assert p.returncode == 1, p.stderr
+        assert f"checkpoint {tmp_path / 'ckpt'} belongs to the model '{tmp_path / 'tiny.onnx'}', not to '{other}'" in p.stderr, p.stderr
+        assert "initializer 'ratio' is in the second only" in p.stderr, p.stderr
+        assert not (tmp_path / "trained.onnx").exists()
+    # Another shape of a parameter (a first conv of 4 filters instead of 8) is named too.
+    m = onnx.load(str(tmp_path / "tiny.onnx"))
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if t.name in ("c1.w", "bn.scale", "bn.bias", "bn.mean", "bn.var"):
+            t.CopyFrom(numpy_helper.from_array(a[:4].copy(), t.name))
+        if t.name == "c2.w":
+            t.CopyFrom(numpy_helper.from_array(a[:, :4].copy(), t.name))
+    onnx.save(m, str(other))
+    p = dist_train("--config", cfg, "--resume", tmp_path / "ckpt", *args)
+    assert p.returncode == 1 and "initializer 'c1.w' has shape [8, 1, 3, 3] in the first, [4, 1, 3, 3] in the second" in p.stderr, \
+        p.stderr
+
+
+def test_label_out_of_range_names_its_place_in_the_labels_file(tmp_path):
+    """A label outside the model's classes names the sample's index in the labels file (not its
+    place in a shuffled batch), in training and in --evaluate, with and without a validation split."""
+    d = small_idx(tmp_path, 64)
+    raw = bytearray((tmp_path / "lbl.idx").read_bytes())
+    raw[8 + 37] = 12
+    (tmp_path / "lbl.idx").write_bytes(bytes(raw))
+    cfg = config(tmp_path, data=d, epochs=1, final_polish_epochs=0, max_steps_per_epoch=0, batch_size=8)
+    p = dist_train("--config", cfg)
+    assert p.returncode == 2, p.stderr
+    assert "label 12 of sample 37 of " in p.stderr and "is outside [0, 10): the model has 10 outputs" in p.stderr, p.stderr
+    assert not (tmp_path / "trained.onnx").exists()
+    p = dist_train("--config", cfg, "--set", "data.validation_samples=20", ranks=2)
+    assert p.returncode == 2 and "label 12 of sample 37 of " in p.stderr, p.stderr
+    d2 = dict(d, test_images=d["train_images"], test_labels=d["train_labels"])
+    cfg = config(tmp_path, data=d2)
+    tiny_cnn(str(tmp_path / "m.onnx"))
+    p = dist_train("--config", cfg, "--evaluate", tmp_path / "m.onnx")
+    assert p.returncode == 2 and "label 12 of sample 37 of " in p.stderr, p.stderr
+
+
 def test_short_run_clamps_final_polish(tmp_path):
     cfg = config(tmp_path, data=small_idx(tmp_path, 64), final_polish_epochs=2, max_steps_per_epoch=2)
     p = dist_train("--config", cfg, "--epochs", "1")

@@ -158,6 +158,49 @@ def test_several_files_and_a_failure(tmp_path):
     assert (tmp_path / "x.huf").exists() and (tmp_path / "y.huf").exists()
 
 
+def test_an_output_that_is_another_input_is_refused(tmp_path):
+    """`-f b b.huf` would replace b.huf before reading it as the next input, `-f a.huf a` the input
+    a.huf after reading it: the whole command is refused (exit 1) before any file is touched."""
+    for n in ("a", "b"):
+        (tmp_path / n).write_bytes(n.encode() * 500)
+    (tmp_path / "b.huf").write_bytes(b"precious")
+    (tmp_path / "a.huf").write_bytes(b"precious too")
+    for args in ([tmp_path / "b", tmp_path / "b.huf"], [tmp_path / "a.huf", tmp_path / "a"]):
+        p = run([ENC, "-f", *args], check=False)
+        assert p.returncode == 1, p.stderr
+        assert b"which is also an input" in p.stderr and b"nothing was encoded" in p.stderr, p.stderr
+        assert (tmp_path / "b.huf").read_bytes() == b"precious" and (tmp_path / "a.huf").read_bytes() == b"precious too"
+        assert not (tmp_path / "a.huf.huf").exists()
+    # The same file named twice by another path is caught through its inode.
+    os.symlink(tmp_path / "b.huf", tmp_path / "link.huf")
+    p = run([ENC, "-f", tmp_path / "b", tmp_path / "link.huf"], check=False)
+    assert p.returncode == 1 and b"also an input" in p.stderr and (tmp_path / "b.huf").read_bytes() == b"precious"
+    # Decoding: x.huf -> x where x is a later input.
+    (tmp_path / "x").write_bytes(b"x" * 100)
+    run([ENC, tmp_path / "x"])
+    p = run([DEC, "-f", tmp_path / "x.huf", tmp_path / "x"], check=False)
+    assert p.returncode == 1 and b"nothing was decoded" in p.stderr and (tmp_path / "x").read_bytes() == b"x" * 100
+
+
+def test_a_leading_dash_is_an_option_unless_after_double_dash(tmp_path):
+    """One rule for names that start with '-': before `--` an option (unknown: exit 1, nothing
+    written), after `--` a file, for -x.txt and -10.txt alike (CLI11 lets -<digit> through as a number)."""
+    for name in ("-10.txt", "-x.txt"):
+        (tmp_path / name).write_bytes(b"dash " * 100)
+        p = subprocess.run([ENC, name], cwd=tmp_path, capture_output=True)
+        assert p.returncode == 1, (name, p.stderr)
+        assert b"Run with --help" in p.stderr and name.encode() in p.stderr, p.stderr
+        assert not (tmp_path / (name + ".huf")).exists()
+        p = subprocess.run([ENC, "--", name], cwd=tmp_path, capture_output=True)
+        assert p.returncode == 0, p.stderr
+        assert (tmp_path / (name + ".huf")).exists()
+        p = subprocess.run([DEC, "-c", "--", name + ".huf"], cwd=tmp_path, capture_output=True)
+        assert p.returncode == 0 and p.stdout == b"dash " * 100
+    # A negative number as an option's value is still a value (and checked as one).
+    p = run([ENC, "-T", "-1", tmp_path / "-x.txt"], check=False)
+    assert p.returncode == 1 and b"-10.txt" not in p.stderr
+
+
 def test_refuses_binary_output_to_a_terminal(tmp_path):
     src = tmp_path / "f"
     src.write_bytes(b"hello" * 100)

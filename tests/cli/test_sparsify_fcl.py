@@ -174,6 +174,37 @@ def test_random_init_and_the_engine_agree_with_onnxruntime(tmp_path):
     assert ours["test_loss"] == pytest.approx(np.mean(losses), rel=1e-5)
 
 
+def gap_model(pool="GlobalAveragePool", seed=3):
+    """The ResNet-style head: Conv(3->8) -> BN -> Relu -> global pooling -> Flatten -> Gemm(8 -> 6) -> Relu -> Gemm(6 -> 3)."""
+    b = Builder(seed)
+    g = b.op("Flatten", [b.op(pool, [b.op("Relu", [b.bn(b.conv("x", 3, 8, name="c"), 8)])])])
+    return b.model(b.gemm(b.op("Relu", [b.gemm(g, 8, 6, trans_b=1, name="fc1")]), 6, 3, name="fc2"), [2, 3, 6, 6])
+
+
+@pytest.mark.parametrize("pool", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pooling_head_is_a_rank_r_factorisation_of_the_fc(tmp_path, pool):
+    """After global pooling the map is 1x1: the channel structure factors the FC weight W [O, C] as
+    B [O, r] A [r, C], the truncated SVD (NumPy's) at rank r; full rank reproduces the model
+    (onnxruntime); the parameter count is r*C + r + O*r + O; the spatial structure is refused."""
+    m = gap_model(pool)
+    report, s = sparsify(tmp_path, m, "--channels", 8, "--allow-full-rank")
+    onnx.checker.check_model(s, full_check=True)
+    (a,), feeds = ort_run(m)
+    (b,), _ = ort_run(s, feeds)
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+    r, Cg, Og = 3, 8, 6
+    report, s = sparsify(tmp_path, m, "--channels", r)
+    a_red, fcw = factors(s, "channel")
+    approx = fcw @ a_red.reshape(r, Cg)
+    w = dense_weight(m)
+    u, sv, vt = np.linalg.svd(w)
+    best = (u[:, :r] * sv[:r]) @ vt[:r]
+    np.testing.assert_allclose(approx, best, rtol=1e-6, atol=1e-6 * np.abs(best).max())
+    assert count_params(s) - count_params(m) == (r * Cg + r + Og * r + Og) - (Og * Cg + Og)
+    p = sparsify(tmp_path, m, "--structure", "spatial", "--spatial-width", 1, check=False)
+    assert p.returncode == 1 and "1x1 (global pooling)" in p.stderr, p.stderr
+
+
 def _write(path, data):
     path.write_bytes(data)
     return path
@@ -202,12 +233,14 @@ def test_bad_inputs(tmp_path):
     fails(["--compression", 1000], 1, "out of reach")
     fails(["--channels", 2, "--layer", "fc2"], 4, "fc2")
     fails(["--channels", 2, "--layer", "nope"], 4, "no node of that name")
-    # No pattern: a model without a flatten before its FC layer.
+    # No pattern: a flatten whose input comes from a Conv only through an Add (a residual sum).
     b = Builder(3)
-    g = b.op("Flatten", [b.op("GlobalAveragePool", [b.op("Relu", [b.conv("x", 3, 8, name="c")])])])
+    c = b.op("Relu", [b.conv("x", 3, 8, name="c")])
+    g = b.op("Flatten", [b.op("GlobalAveragePool", [b.op("Add", [c, c])])])
     no_fc = b.model(b.gemm(b.op("Relu", [b.gemm(g, 8, 6, name="f1")]), 6, 3, name="f2"), [1, 3, 6, 6])
-    onnx.save(no_fc, tmp_path / "gap.onnx")
-    fails(["--channels", 2], 4, "no Conv -> Flatten/Reshape -> Gemm/MatMul pattern", model_path=tmp_path / "gap.onnx")
+    onnx.save(no_fc, tmp_path / "add.onnx")
+    fails(["--channels", 2], 4, "no Conv -> Flatten/Reshape -> Gemm/MatMul pattern", "through only BatchNormalization",
+          model_path=tmp_path / "add.onnx")
     # A Reshape that is not a flatten (it keeps the channel axis with a 0 entry).
     b = Builder(4)
     x = b.op("Relu", [b.conv("x", 3, 4, name="c")])

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <iostream>
+#include <map>
 #include <new>
 
 #include "core/atomic_file.h"
@@ -22,6 +24,33 @@ void init_rank_logging(const ToolSpec& spec, int verbosity) {
     auto logger = spdlog::default_logger();
     logger->set_pattern(spec.name + "[rank " + std::to_string(spec.rank) + "]: %l: %v");
     logger->set_level(std::max(logger->level(), spdlog::level::warn));
+  }
+}
+
+// One rule for a leading dash: an argument that starts with '-' is an option unless it comes
+// after "--". CLI11 lets "-<digit>..." through as a positional value (for negative numbers), so
+// that `huffgpu-encode -10.txt` would read a file while `-x.txt` is an unknown option: such a
+// positional value given before "--" is refused as an unknown option instead.
+void refuse_dash_positionals(const CLI::App& app, int argc, char** argv) {
+  std::map<std::string, int> before;  // "-<digit>..." arguments before "--", counted
+  std::map<std::string, int> after;
+  bool separated = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (!separated && a == "--") {
+      separated = true;
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-' && std::isdigit(static_cast<unsigned char>(a[1]))) ++(separated ? after : before)[a];
+  }
+  if (before.empty()) return;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->nonpositional()) continue;
+    std::map<std::string, int> seen;
+    for (const std::string& v : opt->results())
+      if (auto it = before.find(v); it != before.end() && ++seen[v] > after[v])
+        throw CLI::ExtrasError("unknown option '" + v + "' (a file whose name starts with '-' goes after '--', or as ./" + v + ")",
+                               CLI::ExitCodes::ExtrasError);
   }
 }
 
@@ -55,6 +84,7 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<vo
     setup(app);
     try {
       app.parse(argc, argv);
+      refuse_dash_positionals(app, argc, argv);
     } catch (const CLI::Success& e) {  // --help, --version: printed once
       return spec.rank == 0 ? app.exit(e) : 0;
     } catch (const CLI::ParseError& e) {

@@ -7,6 +7,8 @@
 // see ToolSpec), runs the body and maps failures to the exit codes of core/error.h:
 //   CLI11 parse errors and ErrorKind::usage -> 1, bad input -> 2, I/O -> 3, unsupported -> 4,
 //   device/communication -> 5, std::bad_alloc and other exceptions -> 3.
+// A positional argument that starts with '-' and comes before "--" is an unknown option (CLI11
+// would take "-10.txt" as a negative number): one rule for every leading dash.
 // Errors are printed once as "tool: error: ..." ("tool: error (rank R): ..." under mpirun).
 // Never exits 0 after an error.
 #pragma once

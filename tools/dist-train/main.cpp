@@ -14,6 +14,7 @@
 #include "core/heap.h"
 #include "core/log.h"
 #include "dist/communicator.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/trainer.h"
 
@@ -117,16 +118,24 @@ int main(int argc, char** argv) {
         if (!evaluate.empty()) {
           result = hpcnn::train::run_evaluation(cfg, *comm, evaluate, split);
         } else {
-          // The output policy, before any work (rank 0 writes): the model needs -f to be replaced;
-          // the metrics and the checkpoint are rewritten as training runs (the checkpoint may be
-          // the one --resume continues).
-          if (comm->rank() == 0)
-            hpcnn::tool::prepare_outputs({{cfg.output, "the output model"},
+          hpcnn::train::RunOptions ro;
+          ro.resume = resume == "auto" ? hpcnn::train::checkpoint_to_resume(cfg, *comm) : resume;
+          // The output policy, before any work (rank 0 writes): the model needs -f to be replaced,
+          // except by a resumed run whose checkpoint was written for that output (it continues the
+          // run that wrote it); the metrics and the checkpoint are rewritten as training runs (the
+          // checkpoint may be the one --resume continues).
+          if (comm->rank() == 0) {
+            const bool continues_output = !ro.resume.empty() && !cfg.output.empty() &&
+                                          [&] {
+                                            const std::string was = hpcnn::train::read_checkpoint_header(ro.resume).output;
+                                            return !was.empty() && hpcnn::tool::same_file(was, cfg.output);
+                                          }();
+            if (continues_output) spdlog::info("{} continues the run that wrote {}: it will be replaced", ro.resume, cfg.output);
+            hpcnn::tool::prepare_outputs({{cfg.output, "the output model", continues_output},
                                           {cfg.metrics, "the metrics file", true},
                                           {cfg.checkpoint, "the checkpoint", true}},
                                          {cfg.model}, force);
-          hpcnn::train::RunOptions ro;
-          ro.resume = resume == "auto" ? hpcnn::train::checkpoint_to_resume(cfg, *comm) : resume;
+          }
           std::unique_ptr<hpcnn::tool::ProgressBar> bar;
           int64_t bar_epoch = -1;
           if (ctx.progress)

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <utility>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -122,6 +125,39 @@ void process_one(const FileJobOptions& o, const FileHeader& header, const std::s
                 orig ? 100.0 * static_cast<double>(enc) / static_cast<double>(orig) : 0.0, static_cast<double>(orig) / std::max(secs, 1e-9) / 1e6);
 }
 
+// Before any file is processed: no input's output may be another input (`-f b b.huf` would
+// replace b.huf before reading it as the next input, and `-f a.huf a` the input a.huf after
+// it was read). gzip and zstd go ahead; here the whole command is refused (ErrorKind::usage).
+void refuse_outputs_that_are_inputs(const FileJobOptions& o, const std::vector<std::string>& inputs) {
+  // Inputs by inode (those that exist) and by normalised absolute path: one lookup per output.
+  std::map<std::pair<dev_t, ino_t>, size_t> by_inode;
+  std::map<fs::path, size_t> by_path;
+  std::error_code ec;
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    if (inputs[j] == "-") continue;
+    struct stat st {};
+    if (::stat(inputs[j].c_str(), &st) == 0) by_inode.emplace(std::make_pair(st.st_dev, st.st_ino), j);
+    by_path.emplace(fs::absolute(inputs[j], ec).lexically_normal(), j);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == "-") continue;
+    std::string out;
+    try {
+      out = output_name(o, inputs[i]);
+    } catch (const Error&) {
+      continue;  // reported for that file when it is processed
+    }
+    std::optional<size_t> j;
+    struct stat st {};
+    if (::stat(out.c_str(), &st) == 0)
+      if (auto it = by_inode.find({st.st_dev, st.st_ino}); it != by_inode.end()) j = it->second;
+    if (auto it = by_path.find(fs::absolute(out, ec).lexically_normal()); !j && it != by_path.end()) j = it->second;
+    if (j && *j != i)
+      throw_error(ErrorKind::usage, "the output of '" + inputs[i] + "' would be '" + out + "', which is also an input ('" + inputs[*j] +
+                                        "'); nothing was " + (o.encode ? "encoded" : "decoded") + ": process them in separate commands");
+  }
+}
+
 }  // namespace
 
 int run_file_jobs(const FileJobOptions& o) {
@@ -155,6 +191,7 @@ int run_file_jobs(const FileJobOptions& o) {
   struct stat out_st {};
   if (data_to_stdout && !o.test_only && ::fstat(STDOUT_FILENO, &out_st) == 0 && S_ISFIFO(out_st.st_mode))
     (void)::fcntl(STDOUT_FILENO, F_SETPIPE_SZ, 1 << 20);
+  if (!data_to_stdout && !o.test_only) refuse_outputs_that_are_inputs(o, inputs);
   int code = 0;
   for (const auto& input : inputs) {
     try {

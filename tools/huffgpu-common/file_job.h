@@ -4,7 +4,8 @@
 // Each input FILE is encoded to FILE.huf (decoded from FILE.huf to FILE) unless -o or -c;
 // "-" or no input means stdin to stdout. Outputs follow the tool frame's output policy
 // (common/outputs.h: -f to replace, never a directory, device or pipe, never the input, missing
-// folders created), are atomic and, as with gzip and zstd, get a regular input file's permission
+// folders created; an output that is another input of the command refuses the whole command,
+// ErrorKind::usage, before any file is processed), are atomic and, as with gzip and zstd, get a regular input file's permission
 // bits and modification time (from stdin: 0644 & ~umask, the time of writing); inputs are kept
 // unless --rm, which removes an input only after its output was verified. Binary output to a
 // terminal is refused. A failure on one file is reported (naming the file) and the next file is
