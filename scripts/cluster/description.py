@@ -91,6 +91,79 @@ def _strings(values, name, origin):
             raise DescriptionError(f"{origin}: '{name}' entries are single lines, not {json.dumps(v)}")
 
 
+# What each job system accepts in the values the launcher writes into its directives
+# (schedulers.directives: name, queue, account, wall_time, resource_type, parallel_environment),
+# checked here so that a value the job system rejects fails on the login node, before any job
+# folder is made, and not at submission or in the queue. The job folder in the output directive is
+# checked by schedulers.check_job_dir. Sources:
+#  slurm  slurmctld refuses a job name, partition or account over 1024 characters (_test_strlen() in
+#         src/slurmctld/job_mgr.c, https://github.com/SchedMD/slurm); no rule on the first character.
+#         sbatch ends a #SBATCH line at an unquoted '#' (get_argument() in src/sbatch/opt.c).
+#  pbs    PBS Pro / OpenPBS qsub -N: at most PBS_MAXJOBNAME = 230 characters (src/include/pbs_ifl.h;
+#         pbs_job_attributes(7B) says 236), letters, digits and '-_+.' (check_job_name() in
+#         src/lib/Libcmds/ck_job_name.c); a digit first is accepted for a new job (verify_value_jobname()
+#         in src/lib/Libecl/ecl_verify_values.c; pbs_job_attributes(7B): "first character must be
+#         alphabetic or numeric"; https://github.com/openpbs/openpbs). Queue names (-q QUEUE[@SERVER])
+#         have at most PBS_MAXQUEUENAME = 15 characters.
+#  pjm    Fugaku User Guide 5.9.1, pjsub options: "--name: a job name of up to 63 bytes"
+#         (https://www.r-ccs.riken.jp/fugaku/docs/user-guide/sys-use/user-guide-use-1.49/build/ja/JobExecution/pjsubCommandOptions.html);
+#         -L "resource=value[,...]" is a comma-separated list, so a resource group (rscgrp) has no ',' or '='.
+#  uge    submit(1) -N: the job name follows sge_types(1) "name": no "\n", "\t", "\r", "/", ":", "@", "\\",
+#         "*" or "?"; qmaster refuses a name that starts with a digit ("is not a valid object name
+#         (cannot start with a digit)", object_verify_name() in source/libs/sgeobj/sge_object.c), the
+#         keywords NONE, ALL and TEMPLATE and names over 512 characters (verify_str_key() in
+#         source/libs/sgeobj/sge_utility.c, https://github.com/gridengine/gridengine). Resource types
+#         (complex names, -l TYPE=N) and parallel environment names are sge_types(5) object_name: no
+#         space, '/', ':', '\'', '\\', '[', ']', '{', '}', '|', '(', ')', '@', '%', ',' or '"'
+#         (https://manpages.ubuntu.com/manpages/focal/man5/sge_types.5.html). A '#' ends a '#$'
+#         line (parse_script_file() in source/common/parse_job_cull.c).
+def _scheduler_rules(d, origin):
+    s = d["scheduler"]
+    if s == "none":
+        return
+    label = {"slurm": "Slurm", "pbs": "PBS Pro", "pjm": "Fujitsu PJM", "uge": "Grid Engine"}[s]
+
+    def refuse(key, rule):
+        raise DescriptionError(f"{origin}: {label} (scheduler '{s}') does not accept '{key}' {json.dumps(d[key])}: {rule}")
+
+    h, m, sec = map(int, d["wall_time"].split(":"))
+    if h == m == sec == 0:
+        refuse("wall_time", "zero is no time limit for a job (sbatch(1): --time=0 even means none at all)")
+    for key in ("queue", "account", "resource_type", "parallel_environment"):
+        if "#" in d[key]:
+            refuse(key, "a '#' starts a comment in a directive line")
+    name = d["name"]
+    if s == "slurm":
+        for key in ("name", "queue", "account"):
+            if len(d[key]) > 1024:
+                refuse(key, "at most 1024 characters (slurmctld)")
+    elif s == "pbs":
+        if len(name) > 230:
+            refuse("name", "a PBS job name (qsub -N) has at most 230 characters")
+        if len(d["queue"].split("@")[0]) > 15:
+            refuse("queue", "a PBS queue name has at most 15 characters (qsub -q QUEUE[@SERVER])")
+    elif s == "pjm":
+        if len(name.encode()) > 63:
+            refuse("name", "a PJM job name (pjsub -N) has at most 63 bytes")
+        if any(c in d["queue"] for c in ",="):
+            refuse("queue", "the resource group goes into #PJM -L \"rscgrp=...\", a comma-separated list of "
+                   "resource=value: no ',' or '='")
+    elif s == "uge":
+        if name[0].isdigit():
+            refuse("name", "a Grid Engine job name (qsub -N) must not start with a digit (qmaster: \"is not a valid "
+                   "object name (cannot start with a digit)\"); e.g. put a letter first")
+        if name.upper() in ("NONE", "ALL", "TEMPLATE"):
+            refuse("name", "NONE, ALL and TEMPLATE are Grid Engine keywords, not job names")
+        if len(name) > 512:
+            refuse("name", "a Grid Engine job name has at most 512 characters")
+        for key in ("resource_type", "parallel_environment"):
+            bad = sorted(set(c for c in d[key] if c in " /:'\\[]{}|()@%,\"\u00b4"))
+            if bad or d[key][:1] in (".", "#") or len(d[key]) > 512:
+                refuse(key, "a Grid Engine object name (sge_types(5)) has at most 512 characters, does not start with "
+                       "'.' or '#' and has none of / : ' \\ [ ] { } | ( ) @ % , \" \u00b4" +
+                       (f" (it has {' '.join(bad)})" if bad else ""))
+
+
 def validate(raw, origin="cluster description"):
     """The description with every default filled in, or DescriptionError."""
     d = _fill(raw, TOP, "", origin)
@@ -146,6 +219,7 @@ def validate(raw, origin="cluster description"):
         raise DescriptionError(f"{origin}: 'stage.compress' must be 'huffgpu' or 'keep', not '{d['stage']['compress']}'")
     if d["scheduler"] == "uge" and not (d["resource_type"] or d["parallel_environment"]):
         raise DescriptionError(f"{origin}: scheduler 'uge' needs 'resource_type' (ABCI: rt_F) or 'parallel_environment'")
+    _scheduler_rules(d, origin)
     return d
 
 

@@ -76,6 +76,17 @@ def main(argv):
         d = description.load(a.cluster)
     except description.DescriptionError as e:
         die(2, str(e))
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    job_dir = os.path.abspath(a.job_dir or os.path.join(d["shared"] or "jobs", f"{d['name']}-{stamp}"))
+    try:
+        # Before anything else: a job folder the job system's directives cannot name fails here,
+        # not at submission (exit 1 for --job-dir, 2 for the description's 'shared').
+        schedulers.check_job_dir(d, job_dir)
+    except schedulers.JobDirError as e:
+        if a.job_dir:
+            die(1, f"--job-dir: {e}; choose another folder")
+        die(2, f"{a.cluster}: 'shared' ({d['shared'] or './jobs, the default'}): {e}; set 'shared' to another folder "
+               "or give --job-dir")
     try:
         binaries = [payload.find_binary(a.bin, b) for b in payload.BINARIES]
         encoder = payload.find_binary(a.bin, "huffgpu-encode")
@@ -89,8 +100,6 @@ def main(argv):
     except payload.PayloadError as e:
         die(2, f"{a.config}: {e}")
 
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    job_dir = os.path.abspath(a.job_dir or os.path.join(d["shared"] or "jobs", f"{d['name']}-{stamp}"))
     sources = f"{os.path.basename(a.cluster)} and {os.path.basename(a.config)}"
     staged = [rel for rel, _, _ in items]
     bin_dir = os.path.dirname(binaries[0]) if not d["stage"]["binaries"] else ""

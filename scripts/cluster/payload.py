@@ -130,6 +130,10 @@ def plan(d, cfg, binaries):
             except OSError as e:
                 raise PayloadError(f"data.{key}: cannot read {src}: {e.strerror}") from None
             name = os.path.basename(src)
+            if any(ord(c) < 32 or ord(c) == 127 for c in name):
+                # manifest.tsv holds one "size<TAB>path" line per file, read with `read` on the nodes.
+                raise PayloadError(f"data.{key}: the file name {name!r} has a tab, newline or other control character: "
+                                   "rename the file")
             action = "copy"
             if d["stage"]["compress"] == "huffgpu" and kind != "huffgpu":
                 if kind == "gzip":

@@ -8,6 +8,7 @@ The real Slurm run is tests/cli/test_cluster_slurm.py."""
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -253,6 +254,288 @@ def test_dry_run_writes_nothing_and_existing_folder_needs_force(tmp_path):
     launch("--cluster", desc, "--config", cfg, "--job-dir", job, "-f")
 
 
+# ---- job folders with spaces and other characters (issue 40, item 5) ----------------------------
+# Each job system reads its directive lines with its own parser; these models follow the functions
+# that scripts/cluster/schedulers.py cites, and read the output path back from the generated line.
+def slurm_words(line):
+    """sbatch's get_argument() (src/sbatch/opt.c): '...' and "..." group, a backslash takes the next
+    character (inside quotes too), an unquoted '#' ends the line."""
+    words, word, quote, i, started = [], "", None, 0, False
+    while i < len(line):
+        c = line[i]
+        if c == "\\" and i + 1 < len(line):
+            word, started, i = word + line[i + 1], True, i + 2
+            continue
+        if quote:
+            if c == quote:
+                quote = None
+            else:
+                word += c
+        elif c in "'\"":
+            quote, started = c, True
+        elif c == "#":
+            break
+        elif c.isspace():
+            if started:
+                words.append(word)
+            word, started = "", False
+        else:
+            word, started = word + c, True
+        i += 1
+    assert quote is None, f"unmatched quote in {line!r}"
+    return words + ([word] if started else [])
+
+
+def pbs_words(line):
+    """qsub's make_argv() (OpenPBS src/cmds/qsub.c): '...' and "..." group with nothing escaped
+    inside, a backslash outside quotes takes the next character; adjacent pieces make one word."""
+    words, word, i, started = [], "", 0, False
+    while i < len(line):
+        c = line[i]
+        if c in "'\"":
+            j = line.index(c, i + 1)  # ValueError: unmatched quote
+            word, started, i = word + line[i + 1:j], True, j + 1
+            continue
+        if c == "\\":
+            word, started, i = word + line[i + 1], True, i + 2
+            continue
+        if c.isspace():
+            if started:
+                words.append(word)
+            word, started = "", False
+        else:
+            word, started = word + c, True
+        i += 1
+    return words + ([word] if started else [])
+
+
+def sge_words(line):
+    """Grid Engine's parse_script_file() (source/common/parse_job_cull.c): the line ends at its first
+    '#', words split at whitespace outside quotes (string_list()), then every quote goes."""
+    line = line.split("#", 1)[0]
+    words, word, quote = [], "", None
+    for c in line:
+        if quote is None and c.isspace():
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        if quote is None and c in "'\"":
+            quote = c
+        elif c == quote:
+            quote = None
+        word += c
+    words += [word] if word else []
+    return [w.replace('"', "").replace("'", "") for w in words]
+
+
+def slurm_pattern(path, job_id="77"):
+    """sbatch(1) FILENAME PATTERN as slurmd expands it (expand_stdio_fields()): %% and %j; with a
+    backslash anywhere, nothing is expanded and the backslashes go."""
+    if "\\" in path:
+        return path.replace("\\", "")
+    return re.sub(r"%(.)", lambda m: {"%": "%", "j": job_id}[m.group(1)], path)
+
+
+# example: (the directive's prefix, its words after the prefix -> the output path it names)
+OUTPUT = {
+    "slurm-gpu": ("#SBATCH", lambda rest: slurm_pattern(slurm_words(rest)[0].removeprefix("--output="))),
+    "pbs": ("#PBS", lambda rest: pbs_words(rest)[1]),
+    "fugaku": ("#PJM", lambda rest: rest.split()[1].replace("%j", "77")),
+    "abci": ("#$", lambda rest: re.sub(r"^:(?=/)", "", sge_words(rest)[1])),  # ":/path": a path with ':' and no host
+}
+OUT_FILE = {"slurm-gpu": "out/job.77.out", "pbs": "out/job.out", "fugaku": "out/job.77.out", "abci": "out/job.out"}
+ODD_FOLDERS = {"space": "my runs/r 1", "quotes": "it's \"q\"", "percent": "100%", "hash": "run #2", "colon": "a:b",
+               "dollar": "$HOME x", "comma": "a,b", "non-ascii": "ünïcode", "backslash": "back\\slash", "tab": "a\tb"}
+# What each job system cannot name in its output directive: refused (exit 1, no folder).
+REFUSED = {
+    "slurm-gpu": {"backslash", "tab"},
+    "pbs": {"non-ascii", "backslash", "tab"},
+    "fugaku": set(ODD_FOLDERS),
+    "abci": {"quotes", "hash", "dollar", "comma", "backslash", "tab"},
+    "local": {"tab"},
+}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_job_dirs_with_spaces_are_quoted_or_refused(tmp_path, name):
+    """A job folder with spaces (issue 40: `--job-dir "jobs/my runs/r 1"`): Slurm, PBS and Grid
+    Engine get the output directive quoted as their directive parsers read it; the whole job script
+    and env.sh are the golden ones with the folder quoted where it appears, and pass bash -n and
+    shellcheck. PJM documents no quoting in directives: a clear refusal (exit 1) and no folder."""
+    jobs = tmp_path / "jobs"
+    job = jobs / "my runs" / "r 1"
+    cluster = REPO / "configs" / "cluster" / f"{name}.json"
+    p = launch("--cluster", cluster, "--config", train_config(tmp_path), "--job-dir", job, check=False)
+    if name == "fugaku":
+        assert p.returncode == 1, p.stderr
+        assert f"--job-dir: Fujitsu PJM (scheduler 'pjm') cannot take the job folder '{job}' in '#PJM -o'" in p.stderr
+        assert "letters, digits and '._-/' only (it has ' ')" in p.stderr, p.stderr
+        assert not jobs.exists() and p.stdout == ""
+        return
+    assert p.returncode == 0, p.stderr
+    shellcheck(job)
+    quoted = {"slurm-gpu": f'#SBATCH --output="{job}/out/job.%j.out"', "pbs": f'#PBS -o "{job}/out/job.out"',
+              "abci": f'#$ -o "{job}/out/job.out"'}
+    for kind in ("job.sh", "env.sh"):
+        want = (GOLDEN / f"{name}.{kind}").read_text()
+        if name in quoted:
+            plain = {"slurm-gpu": "#SBATCH --output=@JOB@/out/job.%j.out", "pbs": "#PBS -o @JOB@/out/job.out",
+                     "abci": "#$ -o @JOB@/out/job.out"}[name]
+            want = want.replace(plain, quoted[name])
+        want = want.replace("job_dir=@JOB@", f"job_dir='{job}'").replace("HPCNN_JOB_DIR=@JOB@", f"HPCNN_JOB_DIR='{job}'")
+        got = re.sub(r"HPCNN_PAYLOAD_BYTES=\d+", "HPCNN_PAYLOAD_BYTES=@BYTES@", (job / kind).read_text())
+        assert got == want.replace("@JOB@", str(job)), f"{kind} for {name}:\n{got}"
+    # The shell reads the folder back whole, and the job's settings name it.
+    env_sh = shlex.quote(str(job / "env.sh"))
+    got = subprocess.run(["bash", "-c", f'source {env_sh}; printf %s "$HPCNN_JOB_DIR"'], capture_output=True, text=True,
+                         check=True).stdout
+    assert got == str(job)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_odd_job_dirs_read_back_through_each_directive_parser(tmp_path, name):
+    """Quotes, '%', '#', ':', '$', ',', non-ASCII, backslashes and tabs in the job folder: either the
+    output directive, read by a model of the job system's own parser, names <job>/out/..., and the
+    job script's job_dir line gives the folder back in bash; or a refusal (exit 1) that names the
+    scheduler, the directive and the folder, and nothing is written."""
+    cluster = REPO / "configs" / "cluster" / f"{name}.json"
+    cfg = train_config(tmp_path)
+    for case, folder in ODD_FOLDERS.items():
+        job = tmp_path / "jobs" / folder
+        p = launch("--cluster", cluster, "--config", cfg, "--job-dir", job, "--dry-run", check=False)
+        if case in REFUSED[name]:
+            assert p.returncode == 1, f"{name} {case}: {p.stderr}"
+            assert "launch: error: --job-dir: " in p.stderr and repr(str(job)) in p.stderr, p.stderr
+            if case != "tab":
+                label = {"slurm-gpu": "Slurm (scheduler 'slurm')", "pbs": "PBS Pro (scheduler 'pbs')",
+                         "fugaku": "Fujitsu PJM (scheduler 'pjm')", "abci": "Grid Engine (scheduler 'uge')"}[name]
+                assert label in p.stderr, p.stderr
+            continue
+        assert p.returncode == 0, f"{name} {case}: {p.stderr}"
+        script = p.stderr.split(" (not written)\n", 1)[1]
+        line = next(x for x in script.splitlines() if x.startswith("job_dir="))
+        back = subprocess.run(["bash", "-c", f'{line}; printf %s "$job_dir"'], capture_output=True, text=True, check=True)
+        assert back.stdout == str(job), f"{name} {case}: {line}"
+        if name in OUTPUT:
+            prefix, read = OUTPUT[name]
+            line = next(x for x in script.splitlines() if x.startswith(prefix + " -o ") or x.startswith(prefix + " --output"))
+            assert read(line[len(prefix):]) == f"{job}/{OUT_FILE[name]}", f"{name} {case}: {line}"
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_sbatch_parses_the_quoted_output_path(tmp_path):
+    """Debian's sbatch itself (no controller needed: it reads the script before it connects): the
+    unquoted directive of issue 40 is the error users saw; the launcher's quoted one gives the
+    folder back whole, '%' as '%%' in the pattern."""
+    assert shutil.which("sbatch"), "sbatch is missing: scripts/setup.sh installs slurm-client"
+    job = tmp_path / "jobs" / "my runs" / "r 1 (100%)"
+    launch("--cluster", REPO / "configs" / "cluster" / "slurm-gpu.json", "--config", train_config(tmp_path),
+           "--job-dir", job)
+    # A controller that is not there: sbatch parses the script, then fails to connect.
+    (tmp_path / "slurm.conf").write_text("ClusterName=t\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
+                                         "AuthType=auth/none\nNodeName=n1 CPUs=1 State=UNKNOWN\n"
+                                         "PartitionName=p Nodes=ALL Default=YES\n")
+    env = dict(os.environ, SLURM_CONF=str(tmp_path / "slurm.conf"))
+
+    def sbatch(script):
+        return subprocess.run(["sbatch", "-v", str(script)], capture_output=True, text=True, env=env, timeout=60).stderr
+
+    err = sbatch(job / "job.sh")
+    assert "Invalid directive" not in err, err
+    out = re.search(r"sbatch: output +: (.*)", err)
+    assert out and out.group(1) == str(job).replace("%", "%%") + "/out/job.%j.out", err
+    unquoted = re.sub(r'--output="(.*)"', r"--output=\1", (job / "job.sh").read_text())
+    (tmp_path / "unquoted.sh").write_text(unquoted)
+    assert "Invalid directive found in batch script: runs/r" in sbatch(tmp_path / "unquoted.sh")
+
+
+def test_data_file_names_are_quoted_in_llio_transfer_and_manifest(tmp_path):
+    """Fugaku's llio_transfer lines name the staged data files, which are named after the user's:
+    spaces, '$', '"' and '`' stay inside the double-quoted words; a newline in a data file name is
+    refused (manifest.tsv is one line per file) and no job folder is left."""
+    cfg = json.loads(train_config(tmp_path).read_text())
+    odd = tmp_path / 'my "img" $1 `x`.idx'
+    shutil.copy(cfg["data"]["train_images"], odd)
+    cfg["data"]["train_images"] = str(odd)
+    (tmp_path / "odd.json").write_text(json.dumps(cfg))
+    job = tmp_path / "job"
+    launch("--cluster", REPO / "configs" / "cluster" / "fugaku.json", "--config", tmp_path / "odd.json", "--job-dir", job)
+    shellcheck(job)
+    line = next(x for x in (job / "job.sh").read_text().splitlines() if x.startswith("llio_transfer "))
+    words = subprocess.run(["bash", "-c", f"job_dir=/J; printf '%s\\n' {line.removeprefix('llio_transfer ')}"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert words[2] == '/J/payload/data/train_images/my "img" $1 `x`.idx.huf', words
+    (tmp_path / "nl\nimg.idx").write_bytes(odd.read_bytes())
+    cfg["data"]["train_images"] = str(tmp_path / "nl\nimg.idx")
+    (tmp_path / "nl.json").write_text(json.dumps(cfg))
+    p = launch("--cluster", description(tmp_path), "--config", tmp_path / "nl.json", "--job-dir", tmp_path / "job2",
+               check=False)
+    assert p.returncode == 2 and "data.train_images: the file name 'nl\\nimg.idx' has a tab, newline" in p.stderr, p.stderr
+    assert not (tmp_path / "job2").exists() and not [f for f in os.listdir(tmp_path) if f.startswith(".job2")]
+
+
+def test_default_job_folder_under_an_unsuitable_shared_folder_names_the_key(tmp_path):
+    """Without --job-dir the folder comes from the description's 'shared': a refusal there is a bad
+    description (exit 2) and says which key to change."""
+    d = json.loads((REPO / "configs" / "cluster" / "fugaku.json").read_text())
+    d["shared"] = str(tmp_path / "shared space")
+    (tmp_path / "f.json").write_text(json.dumps(d))
+    p = launch("--cluster", tmp_path / "f.json", "--config", train_config(tmp_path), check=False)
+    assert p.returncode == 2, p.stderr
+    assert f"f.json: 'shared' ({tmp_path / 'shared space'}): Fujitsu PJM (scheduler 'pjm')" in p.stderr, p.stderr
+    assert not (tmp_path / "shared space").exists()
+
+
+# ---- what each job system accepts in the fields written into its directives (issue 40, item 6) ---
+@pytest.mark.parametrize("example,change,message", [
+    # Grid Engine: no digit first (qmaster: "cannot start with a digit"), no keywords, object names.
+    ("abci", {"name": "1run"}, "Grid Engine (scheduler 'uge') does not accept 'name' \"1run\": a Grid Engine job name "
+                               "(qsub -N) must not start with a digit"),
+    ("abci", {"name": "2025-sweep"}, "does not accept 'name' \"2025-sweep\": a Grid Engine job name (qsub -N) must not"),
+    ("abci", {"name": "All"}, "does not accept 'name' \"All\": NONE, ALL and TEMPLATE are Grid Engine keywords"),
+    ("abci", {"name": "r" * 513}, "a Grid Engine job name has at most 512 characters"),
+    ("abci", {"resource_type": "rt_F(1)"}, "does not accept 'resource_type' \"rt_F(1)\": a Grid Engine object name"),
+    ("abci", {"resource_type": "", "parallel_environment": "mpi@x"}, "'parallel_environment' \"mpi@x\": a Grid Engine "
+                                                                     "object name (sge_types(5))"),
+    ("abci", {"name": "run1"}, None),
+    ("abci", {"name": "sweep-2025.a_b"}, None),
+    # PBS Pro: a digit first is fine for qsub; 230 characters; queue names of at most 15.
+    ("pbs", {"name": "2025-sweep"}, None),
+    ("pbs", {"name": "r" * 231}, "PBS Pro (scheduler 'pbs') does not accept 'name' \"rrrr"),
+    ("pbs", {"queue": "a-very-long-queue"}, "'queue' \"a-very-long-queue\": a PBS queue name has at most 15 characters"),
+    ("pbs", {"queue": "workq@pbs-server"}, None),
+    # PJM: job names of at most 63 bytes; the resource group goes into a comma-separated -L list.
+    ("fugaku", {"name": "1run"}, None),
+    ("fugaku", {"name": "r" * 63}, None),
+    ("fugaku", {"name": "r" * 64}, "Fujitsu PJM (scheduler 'pjm') does not accept 'name'"),
+    ("fugaku", {"queue": "small,node=2"}, "'queue' \"small,node=2\": the resource group goes into #PJM -L"),
+    # Slurm: no rule on the first character; an unquoted '#' would end the #SBATCH line.
+    ("slurm-gpu", {"name": "1run"}, None),
+    ("slurm-gpu", {"queue": "gpu#1"}, "Slurm (scheduler 'slurm') does not accept 'queue' \"gpu#1\": a '#' starts a comment"),
+    ("slurm-gpu", {"account": "a" * 1025}, "does not accept 'account'"),
+    ("slurm-gpu", {"wall_time": "00:00:00"}, "does not accept 'wall_time' \"00:00:00\": zero is no time limit"),
+    ("local", {"name": "1run"}, None),
+])
+def test_scheduler_naming_rules(tmp_path, example, change, message):
+    """Each job system's rules for the job name, queue, account, resource strings and time limit,
+    checked with the description (exit 2, the scheduler, key, value and rule named, no job folder);
+    legal values still make a job."""
+    d = json.loads((REPO / "configs" / "cluster" / f"{example}.json").read_text())
+    d.update(change)
+    (tmp_path / "c.json").write_text(json.dumps(d))
+    p = launch("--cluster", tmp_path / "c.json", "--config", train_config(tmp_path), "--job-dir", tmp_path / "job",
+               "--dry-run" if message is None else "-f", check=False)
+    if message is None:
+        assert p.returncode == 0, p.stderr
+        if "name" in change and example != "local":
+            assert f" {change['name']}\n" in p.stderr or f"={change['name']}\n" in p.stderr, p.stderr
+        return
+    assert p.returncode == 2, p.stderr
+    assert str(tmp_path / "c.json") in p.stderr and message in p.stderr, p.stderr
+    assert not (tmp_path / "job").exists()
+
+
 def test_launcher_needs_only_the_standard_library(tmp_path):
     """Login nodes have no venv: the launcher runs under `python3 -I -S` (no site-packages)."""
     p = subprocess.run(["/usr/bin/python3", "-I", "-S", str(LAUNCH), "--bin", H.BIN_DIR, "--cluster",
@@ -395,3 +678,22 @@ def test_requeued_job_continues_from_its_checkpoint(tmp_path):
     summary = json.loads((job / "out" / "summary.json").read_text().strip().splitlines()[-1])
     assert summary["world_size"] == 2 and summary["steps"] == 8  # 4 steps in each of the 2 epochs
     assert [json.loads(l)["epoch"] for l in (job / "out" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_none_job_runs_from_a_job_dir_and_scratch_with_spaces(tmp_path):
+    """The generated shell end to end with spaces (and a quote) in the job folder and in the scratch
+    path: job.sh stages, checks, trains with 2 ranks and cleans up, every path whole."""
+    job = tmp_path / "my jobs" / "r 1's"
+    scratch = tmp_path / "scratch space" / "%n" / "%j"
+    desc = description(tmp_path, scratch=str(scratch))
+    launch("--cluster", desc, "--config", train_config(tmp_path), "--job-dir", job)
+    shellcheck(job)
+    p = subprocess.run(["bash", str(job / "job.sh")], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS="1", HPCNN_JOB_ID="J7", HPCNN_NODE="n1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"done: {job}/out/trained.onnx" in p.stdout, p.stdout
+    assert f"train data: 512 samples from {tmp_path}/scratch space/n1/J7/data/train_images/img.idx.huf" in p.stderr
+    summary = json.loads((job / "out" / "summary.json").read_text().strip().splitlines()[-1])
+    assert summary["world_size"] == 2 and (job / "out" / "trained.onnx").exists()
+    assert (job / "out" / "stage.log").read_text().startswith("n1 staged ")
+    assert not (tmp_path / "scratch space" / "n1" / "J7").exists()  # cleaned up
