@@ -10,7 +10,12 @@
 #   <init>.onnx           sparsify-fcl --compression 20 --init <init> (data: 100 batches of the training images)
 #   <init>.tuned.onnx     dist-train --fine-tune --epochs FCL_EPOCHS (default 3), 2 ranks
 #   *.eval.json           test accuracy and inference images/s (one process, 2 threads, best of 3)
-# Then out/fcl_study/table.md. Environment: FCL_OUT (out/fcl_study), FCL_EPOCHS (3), HPCNN_BIN (build/tools).
+#   <init>.s<S>.tuned.onnx  the same fine-tuning with training seed S, for each S of FCL_SEEDS after
+#                         the first (seed 1 is the config's own seed: <init>.tuned.onnx)
+# Then out/fcl_study/table.md (mean ± sd over the seeds where there are several).
+# Environment: FCL_OUT (out/fcl_study), FCL_EPOCHS (3), FCL_SEEDS ("1"), FCL_INITS ("svd data random"),
+# HPCNN_BIN (build/tools). The 3-seed figure of the README:
+#   FCL_OUT=out/fcl_study8 FCL_EPOCHS=8 FCL_SEEDS="1 2 3" FCL_INITS=svd bash scripts/fcl_study.sh
 # The README's 8-epoch rows reuse the dense model:
 #   mkdir -p out/fcl_study8 && cp out/fcl_study/dense.* out/fcl_study8/ && rm out/fcl_study8/dense.ckpt
 #   FCL_OUT=out/fcl_study8 FCL_EPOCHS=8 bash scripts/fcl_study.sh
@@ -20,6 +25,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 out=${FCL_OUT:-out/fcl_study}
 epochs=${FCL_EPOCHS:-3}
+read -r -a seeds <<< "${FCL_SEEDS:-1}"
+read -r -a inits <<< "${FCL_INITS:-svd data random}"
+[ "${seeds[0]}" = 1 ] || { echo "fcl_study: FCL_SEEDS must start with 1 (the config's seed)" >&2; exit 1; }
 bin=${HPCNN_BIN:-build/tools}
 config=configs/fashion_mnist_vgg.json
 launch=("${MPIRUN:-mpirun}" --oversubscribe -np 2)
@@ -41,21 +49,29 @@ if [ ! -f "$out/dense.onnx" ]; then
   timed "$out/dense.seconds" "${launch[@]}" $bin/dist-train/dist-train --config "$config" -o "$out/dense.onnx" -f \
     --metrics "$out/dense.metrics.jsonl" --checkpoint "$out/dense.ckpt" > "$out/dense.summary.json"
 fi
-for init in svd data random; do
+for init in "${inits[@]}"; do
   if [ ! -f "$out/$init.onnx" ]; then
     data=()
     [ "$init" != data ] || data=(--config "$config")
     $bin/sparsify-fcl/sparsify-fcl "$out/dense.onnx" -o "$out/$init.onnx" -f --compression 20 --init "$init" "${data[@]}" \
       --report "$out/$init.report.json"
   fi
-  if [ ! -f "$out/$init.tuned.onnx" ]; then
-    log "fine-tuning the $init-initialised model"
-    timed "$out/$init.tuned.seconds" "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$out/$init.onnx" \
-      --fine-tune --epochs "$epochs" -o "$out/$init.tuned.onnx" -f --metrics "$out/$init.tuned.metrics.jsonl" \
-      --checkpoint "$out/$init.ckpt" > "$out/$init.tuned.summary.json"
-  fi
+  for seed in "${seeds[@]}"; do
+    t=$init.tuned seed_flags=()
+    [ "$seed" = 1 ] || { t=$init.s$seed.tuned; seed_flags=(--set "seed=$seed"); }
+    [ ! -f "$out/$t.onnx" ] || continue
+    log "fine-tuning the $init-initialised model, seed $seed"
+    timed "$out/$t.seconds" "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$out/$init.onnx" \
+      --fine-tune --epochs "$epochs" "${seed_flags[@]}" -o "$out/$t.onnx" -f --metrics "$out/$t.metrics.jsonl" \
+      --checkpoint "$out/$init.ckpt" > "$out/$t.summary.json"
+  done
 done
-for f in dense svd data random svd.tuned data.tuned random.tuned; do
+evals=(dense)
+for init in "${inits[@]}"; do
+  evals+=("$init" "$init.tuned")
+  for seed in "${seeds[@]:1}"; do evals+=("$init.s$seed.tuned"); done
+done
+for f in "${evals[@]}"; do
   [ -f "$out/$f.eval.json" ] && continue
   best=0 acc=0
   for _ in 1 2 3; do
@@ -65,9 +81,10 @@ for f in dense svd data random svd.tuned data.tuned random.tuned; do
   echo "{\"test_accuracy\": $acc, \"images_per_second\": $best}" > "$out/$f.eval.json"
 done
 rm -f "$out/.e.json"
-$py - "$out" "$epochs" <<'PY'
-import json, os, sys
+$py - "$out" "$epochs" "${seeds[*]}" "${inits[*]}" <<'PY'
+import json, os, statistics, sys
 out, epochs = sys.argv[1], sys.argv[2]
+seeds, inits = sys.argv[3].split(), sys.argv[4].split()
 def j(n):
     return json.load(open(os.path.join(out, n)))
 def secs(n):
@@ -78,13 +95,25 @@ rows = ["| model | parameters | test accuracy % | inference images/s | epochs | 
 rep = j("svd.report.json")
 rows.append(f"| dense | {rep['params_before']:,} | {100 * dense['test_accuracy']:.2f} | {dense['images_per_second']:,.0f} | "
             f"{j('dense.summary.json')['epochs_run']} | {secs('dense.seconds') / 60:.0f} min |")
-for init in ("svd", "data", "random"):
+for init in inits:
     r = j(f"{init}.report.json")
     for tuned in (False, True):
         e = j(f"{init}{'.tuned' if tuned else ''}.eval.json")
-        rows.append(f"| {init} (rank {r['rank']}, layer {r['layer_compression']:.1f}x){', fine-tuned' if tuned else ''} | "
+        label = f"{init} (rank {r['rank']}, layer {r['layer_compression']:.1f}x){', fine-tuned' if tuned else ''}"
+        rows.append(f"| {label}{', seed 1' if tuned and len(seeds) > 1 else ''} | "
                     f"{r['params_after']:,} | {100 * e['test_accuracy']:.2f} | {e['images_per_second']:,.0f} | "
                     f"{epochs if tuned else 0} | {secs(f'{init}.tuned.seconds') / 60 if tuned else 0:.0f} min |")
+    if len(seeds) > 1:
+        accs = [100 * j(f"{init}.tuned.eval.json")["test_accuracy"]]
+        for s in seeds[1:]:
+            e = j(f"{init}.s{s}.tuned.eval.json")
+            accs.append(100 * e["test_accuracy"])
+            rows.append(f"| {label}, seed {s} | {r['params_after']:,} | {accs[-1]:.2f} | {e['images_per_second']:,.0f} | "
+                        f"{epochs} | {secs(f'{init}.s{s}.tuned.seconds') / 60:.0f} min |")
+        gap = [a - 100 * dense["test_accuracy"] for a in accs]
+        rows.append(f"| **{label}, mean ± sd over {len(seeds)} seeds** | {r['params_after']:,} | "
+                    f"**{statistics.mean(accs):.2f} ± {statistics.stdev(accs):.2f}** "
+                    f"({statistics.mean(gap):+.2f} against dense) | | {epochs} | |")
 open(os.path.join(out, "table.md"), "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY

@@ -17,9 +17,14 @@
 #      count comes closest to the loop's final model, then fine-tuned for the same FINAL_EPOCHS
 #      (same learning rate, same seed): the same fine-tuning budget after pruning. The loop's
 #      search (its iterations' fine-tuning, accepted or not) is its cost, reported apart.
+#   3b. with UNIFORM_BUDGET=equal, per seed s: uniform-eq-s<s>/: the same uniform-rate model
+#      fine-tuned for the loop's whole budget, its search epochs (every iteration's fine-tuning,
+#      accepted or not) plus FINAL_EPOCHS, in one run with the same recipe (a tenth of the
+#      training lr, no warm-up, cosine to 0): the comparison at equal training epochs that Liu et
+#      al. ("Rethinking the Value of Network Pruning", ICLR 2019) ask for.
 #   4. inference speed (dist-train --evaluate on the 10,000 test images, one process, 2 threads,
-#      the best of 3 runs) of base before the seeds, and of each seed's two final models as soon
-#      as both are there (nothing else of the study runs then).
+#      the best of 3 runs) of base before the seeds, and of each seed's final models as soon
+#      as they are there (nothing else of the study runs then).
 # Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png
 # (and, with STUDY_RECORD=DIR, copies the small files they are made from and the base model into DIR, e.g.
 # docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
@@ -40,7 +45,9 @@
 # LOOP_ITERATIONS (CNN 12, ResNet-20 12), LOOP_EPOCHS (fine-tuning epochs per iteration at most;
 # the first epoch above the goal ends it: CNN 4, ResNet-20 12), LOOP_DROP (allowed
 # validation-accuracy drop in points: CNN 0.2, ResNet-20 0.4), FINAL_EPOCHS (the final fine-tuning
-# of both methods: CNN 10, ResNet-20 6), SEEDS ("1 2 3"), RANKS (2). Per-model overrides:
+# of both methods: CNN 10, ResNet-20 6), SEEDS ("1 2 3"), RANKS (2), UNIFORM_BUDGET (final: the
+# uniform rate gets FINAL_EPOCHS only; equal: also step 3b), STUDY_MAX_STEPS (a smoke test's
+# limit of steps per epoch in the final fine-tunings; not for results). Per-model overrides:
 # LOOP_ITERATIONS_<model>, LOOP_EPOCHS_<model>, LOOP_DROP_<model>, FINAL_EPOCHS_<model> (e.g.
 # LOOP_EPOCHS_resnet20=3). The ResNet-20 defaults are the settings that met the issue's goal over
 # 3 seeds (README, record docs/prune_study/resnet20_e12_drop04_it12: -60.1% parameters at -0.01
@@ -158,10 +165,10 @@ EOF
   }
   speed "$dir/base.onnx"
   # The same final fine-tuning for both methods (a function: the same command for each).
-  finetune() {  # MODEL OUT_DIR: OUT_DIR/final_tuned.onnx and its summary, test accuracy, seconds
+  finetune() {  # MODEL OUT_DIR [EPOCHS]: OUT_DIR/final_tuned.onnx and its summary, test accuracy, seconds
     local t=$SECONDS  # --resume auto: an interrupted fine-tuning goes on from its checkpoint
     "${launch[@]}" $bin/dist-train/dist-train --config "$config" --model "$1" -o "$2/final_tuned.onnx" -f --resume auto \
-      --epochs "$final_epochs" --lr "$lr" --set lr.warmup_epochs=0 --set final_polish_epochs=0 --set "seed=$s" \
+      --epochs "${3:-$final_epochs}" ${STUDY_MAX_STEPS:+--set "max_steps_per_epoch=$STUDY_MAX_STEPS"} --lr "$lr" --set lr.warmup_epochs=0 --set final_polish_epochs=0 --set "seed=$s" \
       --set data.validation_samples=5000 --set 'data.test_images=""' --set 'data.test_labels=""' \
       --metrics "$2/final_tuned.metrics.jsonl" --checkpoint "$2/ckpt" > "$2/final_tuned.json"
     rm -f "$2/ckpt"
@@ -221,11 +228,29 @@ json.dump({"rate": float(sys.argv[2]), "params_before": r["totals"]["params_befo
           open(f"{u}/summary.json", "w"), indent=1)
 EOF
     fi
-    speed "$dir/loop-s$s/final_tuned.onnx" "$u/final_tuned.onnx"
+    finals=("$dir/loop-s$s/final_tuned.onnx" "$u/final_tuned.onnx")
+    ue=$dir/uniform-eq-s$s
+    if [ "${UNIFORM_BUDGET:-final}" = equal ] && [ ! -f "$ue/final_tuned.test.json" ]; then
+      search=$($py -c "import json,sys; print(sum(x['finetune_epochs'] for x in json.load(open(sys.argv[1]))))" "$dir/loop-s$s/log.json")
+      log "$m: uniform baseline at the loop's budget ($search search + $final_epochs final epochs), seed $s"
+      mkdir -p "$ue"
+      # The uniform-rate model again (a record keeps no model files), from its summary's rate.
+      rate=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['rate'])" "$u/summary.json")
+      $bin/prune-rate/prune-rate "$dir/base.onnx" --rate "$rate" -o "$ue/pruned.onnx" -f --report "$ue/prune.json"
+      finetune "$ue/pruned.onnx" "$ue" $((search + final_epochs))
+      $py - "$u/summary.json" "$ue/summary.json" $((search + final_epochs)) <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["finetune_epochs"] = int(sys.argv[3])  # the loop's search + final epochs, in one fine-tuning
+json.dump(s, open(sys.argv[2], "w"), indent=1)
+EOF
+    fi
+    [ ! -f "$ue/final_tuned.onnx" ] || finals+=("$ue/final_tuned.onnx")
+    speed "${finals[@]}"
     # The record after every seed: what a study that is stopped here keeps.
     [ -z "${STUDY_RECORD:-}" ] || $py scripts/prune_study_report.py "$out" --record "$STUDY_RECORD" > /dev/null
   done
-  speed "$dir"/loop-s*/final_tuned.onnx "$dir"/uniform-s*/final_tuned.onnx  # seeds of an earlier run of this script
+  speed "$dir"/loop-s*/final_tuned.onnx "$dir"/uniform-s*/final_tuned.onnx "$dir"/uniform-eq-s*/final_tuned.onnx  # seeds of an earlier run of this script
 done
 $py scripts/prune_study_report.py "$out" ${STUDY_RECORD:+--record "$STUDY_RECORD"}
 echo "$((SECONDS - t_start))" >> "$out/wall_seconds"  # one line per run of this script

@@ -53,7 +53,7 @@ def main(out):
         base_secs = int(open(os.path.join(d, "base.seconds")).read()) if os.path.exists(os.path.join(d, "base.seconds")) else None
         base_acc = base_speed.get("test_accuracy")
         settings = load(os.path.join(d, "settings.json")) if os.path.exists(os.path.join(d, "settings.json")) else {}
-        entries = {"loop": [], "uniform": []}
+        entries = {"loop": [], "uniform": [], "uniform-eq": []}
         for method in entries:
             for s in sorted(glob.glob(os.path.join(d, f"{method}-s*", "summary.json"))):
                 run = os.path.dirname(s)
@@ -63,7 +63,8 @@ def main(out):
                 e["test_accuracy_after"] = load(os.path.join(run, "final_tuned.test.json"))["test_accuracy"]
                 speed_file = os.path.join(run, "final_tuned.onnx.speed.json")
                 e["speed"] = load(speed_file)["images_per_second"] if os.path.exists(speed_file) else None
-                e["finetune_epochs"] = settings.get("final_epochs", 0)
+                e["seed"] = os.path.basename(run).rsplit("-s", 1)[1]
+                e["finetune_epochs"] = e.get("finetune_epochs", settings.get("final_epochs", 0))  # uniform-eq: its own
                 e["seconds"] = int(open(os.path.join(run, "final_tuned.seconds")).read())
                 if method == "loop":
                     log = load(os.path.join(run, "log.json"))
@@ -79,7 +80,8 @@ def main(out):
             rows.append({
                 "model": NAMES[model],
                 "method": "automatic rates (loop)" if method == "loop" else
-                          "uniform rate " + ", ".join(dict.fromkeys(str(e.get("rate", "")) for e in es)),  # each seed's, in seed order
+                          "uniform rate " + ", ".join(dict.fromkeys(str(e.get("rate", "")) for e in es))  # each seed's, in seed order
+                          + (", the loop's epochs" if method == "uniform-eq" else ""),
                 "params": f"{pb:,} → {statistics.mean(e['params_after'] for e in es):,.0f} "
                           f"(−{100 * (1 - statistics.mean(e['params_after'] for e in es) / pb):.1f}%)",
                 "macs": f"{es[0]['macs_before']:,} → {statistics.mean(e['macs_after'] for e in es):,.0f}",
@@ -88,7 +90,8 @@ def main(out):
                 "acc": (f"{100 * base_acc:.2f} → " if base_acc else "") + mean_sd([100 * e["test_accuracy_after"] for e in es]),
                 "iterations": mean_sd([e["iterations"] for e in es], 1) if method == "loop" else "-",
                 "epochs": (f"{mean_sd([e['search_epochs'] for e in es], 0)} search + " if method == "loop" else "")
-                          + f"{es[0]['finetune_epochs']} final",
+                          + (f"{mean_sd([e['finetune_epochs'] for e in es], 0)} (search + final)" if method == "uniform-eq"
+                             else f"{es[0]['finetune_epochs']} final"),
                 "wall": f"{statistics.mean(e['seconds'] for e in es) / 60:.0f} min per seed"
                         + (f" (+ base training {base_secs / 60:.0f} min)" if base_secs else ""),
                 "seeds": len(es),
@@ -100,6 +103,15 @@ def main(out):
     for r in rows:
         lines.append(f"| {r['model']} | {r['method']} | {r['params']} | {r['macs']} | {r['speed']} | {r['acc']} | "
                      f"{r['iterations']} | {r['epochs']} | {r['wall']} | {r['seeds']} |")
+    for model, (entries, _) in fig_data.items():
+        # Per seed, the loop against each baseline that seed has: points of test accuracy.
+        loop = {e["seed"]: e for e in entries["loop"]}
+        for method, what in (("uniform", "the same final fine-tuning"), ("uniform-eq", "the same total epochs")):
+            pairs = [(s, 100 * (loop[e["seed"]]["test_accuracy_after"] - e["test_accuracy_after"]))
+                     for e in entries[method] for s in [e["seed"]] if s in loop]
+            if pairs:
+                lines.append(f"\n{NAMES[model]}, loop − uniform rate at {what}: " + ", ".join(f"seed {s} {d:+.2f}" for s, d in pairs)
+                             + f"; mean {mean_sd([d for _, d in pairs])} points")
     for model in fig_data:
         settings = os.path.join(out, model, "settings.json")
         if os.path.exists(settings):
@@ -110,7 +122,8 @@ def main(out):
 
     fig, axes = plt.subplots(1, max(1, len(fig_data)), figsize=(6 * max(1, len(fig_data)), 4.5), squeeze=False)
     for ax, (model, (entries, base_acc)) in zip(axes[0], fig_data.items()):
-        for method, marker, label in (("loop", "o", "automatic rates (Sakai et al.)"), ("uniform", "s", "uniform L1 rate")):
+        for method, marker, label in (("loop", "o", "automatic rates (Sakai et al.)"), ("uniform", "s", "uniform L1 rate"),
+                                      ("uniform-eq", "^", "uniform L1 rate, the loop's epochs")):
             es = entries[method]
             if es:
                 ax.scatter([e["params_after"] for e in es], [100 * e["test_accuracy_after"] for e in es], marker=marker, label=label)
@@ -130,7 +143,7 @@ def main(out):
 # reports behind them, and the base model (so that the study can go on from the record).
 RECORD = ["settings.json", "base.onnx", "base.onnx.speed.json", "base.seconds", "base.summary.json", "*-s*/summary.json", "*-s*/log.json",
           "*-s*/final_tuned.test.json", "*-s*/final_tuned.onnx.speed.json", "*-s*/final_tuned.seconds", "*-s*/final_tuned.json",
-          "uniform-s*/prune.json"]
+          "uniform-s*/prune.json", "uniform-eq-s*/prune.json"]
 
 
 def partial_log(run):
@@ -157,7 +170,8 @@ def record(out, dest):
     for model in NAMES:
         unfinished = {run for run in glob.glob(os.path.join(out, model, "*-s*")) if not os.path.exists(os.path.join(run, "final_tuned.test.json"))}
         # A seed's uniform rate follows its loop's result: an unfinished loop's is redone.
-        unfinished |= {run.replace(f"{os.sep}loop-s", f"{os.sep}uniform-s") for run in unfinished if os.path.basename(run).startswith("loop-s")}
+        unfinished |= {run.replace(f"{os.sep}loop-s", f"{os.sep}{u}-s") for run in unfinished if os.path.basename(run).startswith("loop-s")
+                       for u in ("uniform", "uniform-eq")}
         for run in unfinished:
             target = os.path.join(dest, os.path.relpath(run, out))
             shutil.rmtree(target, ignore_errors=True)

@@ -79,6 +79,30 @@ def test_table_and_record(tmp_path):
     assert report(rec) == table
 
 
+def test_equal_budget_rows_and_per_seed_differences(tmp_path):
+    """UNIFORM_BUDGET=equal's uniform-eq-s<s>/ runs: their own row (epochs = the loop's search +
+    final, each seed's), and the loop's lead per seed over both baselines, in points of test accuracy."""
+    out = str(tmp_path / "study")
+    make_study(out)
+    d = os.path.join(out, "cnn")
+    for s, (epochs, acc) in enumerate([(16, 0.9300), (22, 0.9296)], 1):
+        u = os.path.join(d, f"uniform-eq-s{s}")
+        write(os.path.join(u, "summary.json"), {"rate": 0.4 if s == 1 else 0.41, "params_before": 400000, "params_after": 150000,
+                                                 "macs_before": 9000000, "macs_after": 3000000, "finetune_epochs": epochs})
+        write(os.path.join(u, "final_tuned.test.json"), {"test_accuracy": acc})
+        write(os.path.join(u, "final_tuned.seconds"), "700")
+    rec = str(tmp_path / "record")
+    table = report(out, "--record", rec)
+    rows = {line.split(" | ")[1]: line for line in table.splitlines() if line.startswith("| CNN")}
+    eq = rows["uniform rate 0.4, 0.41, the loop's epochs"]
+    assert "93.00 → 92.98 ± 0.03" in eq and "19 ± 4 (search + final)" in eq and "| 2 |" in eq
+    # seed 1: 93.10 - 92.60 = +0.50 and 93.10 - 93.00 = +0.10; seed 2: 92.90 - 92.70 = +0.20 and 92.90 - 92.96 = -0.06
+    assert "loop − uniform rate at the same final fine-tuning: seed 1 +0.50, seed 2 +0.20; mean 0.35 ± 0.21 points" in table
+    assert "loop − uniform rate at the same total epochs: seed 1 +0.10, seed 2 -0.06; mean 0.02 ± 0.11 points" in table
+    assert os.path.exists(os.path.join(rec, "cnn", "uniform-eq-s2", "summary.json"))
+    assert report(rec) == table
+
+
 def test_record_keeps_the_iterations_of_an_unfinished_loop(tmp_path):
     """A loop still running when the record is made: the record keeps the iterations its state.sh
     counts (not a half-written entry after them) as loop-s<s>/log.json alone, for STUDY_REPLAY, and
@@ -176,6 +200,19 @@ def test_study_replay_takes_the_seeds_a_record_finished(tmp_path):
     assert json.load(open(out / "cnn" / "base.onnx.speed.json"))["images_per_second"] > 0
     table = (out / "table.md").read_text()
     assert "| CNN | automatic rates (loop) | 400,000 → 200,000 (−50.0%) |" in table and "93.10" in table
+    # UNIFORM_BUDGET=equal adds the uniform rate fine-tuned for the loop's 12 search + 10 final
+    # epochs (2 steps each here: a smoke test of the step, not a result), and its row.
+    p = subprocess.run(["bash", STUDY, "cnn"], env=dict(env, UNIFORM_BUDGET="equal", STUDY_MAX_STEPS="2"), capture_output=True,
+                       text=True, cwd=ROOT, timeout=900)
+    assert p.returncode == 0, p.stderr
+    assert "uniform baseline at the loop's budget (12 search + 10 final epochs), seed 1" in p.stderr, p.stderr
+    eq = out / "cnn" / "uniform-eq-s1"
+    assert json.load(open(eq / "summary.json"))["finetune_epochs"] == 22
+    assert json.load(open(eq / "final_tuned.json"))["epochs_run"] == 22
+    assert json.load(open(eq / "prune.json"))["uniform_rate"] == 0.5
+    table = (out / "table.md").read_text()
+    assert "| CNN | uniform rate 0.5, the loop's epochs |" in table and "| 22 (search + final) |" in table, table
+    assert "loop − uniform rate at the same total epochs: seed 1" in table
 
 
 def test_study_replay_refuses_a_record_of_other_settings(tmp_path):
