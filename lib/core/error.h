@@ -2,7 +2,8 @@
 //
 // Library code throws hpcnn::Error carrying a category (which maps to the tool's exit code)
 // and a message with context ("while reading initializer 'fc1.weight' of model.onnx").
-// Context is added while the exception unwinds with add_context() / HPCNN_CONTEXT.
+// Context is added while the exception unwinds: Error::with_context() returns a copy with a
+// "while ..." line appended, and with_context(context, fn) rethrows whatever fn throws so.
 #pragma once
 
 #include <stdexcept>

@@ -44,7 +44,7 @@ struct FileHeader {
 struct ChunkHeader {
   ChunkMode mode = ChunkMode::huffman;
   uint32_t original_length = 0;   // bytes of input in this chunk
-  uint32_t payload_length = 0;    // bytes after the 32-byte header
+  uint32_t payload_length = 0;    // bytes after the 40-byte header (kChunkHeaderSize)
   uint64_t bit_length = 0;        // huffman: exact bits of the bitstream; end: number of chunks
   uint64_t checksum = 0;          // XXH3-64 of the chunk's original bytes
   uint32_t meta_checksum = 0;     // huffman: XXH32 of the code table and gap array (with padding)

@@ -4,7 +4,9 @@
 // y: [N, M, OH, OW] nhwc, OH = floor((H + pad_top + pad_bottom - ((kH-1)*dilation+1)) / stride) + 1.
 // Padding is explicit here (auto_pad is resolved by conv_resolve_pads). Depthwise and grouped
 // convolutions (group > 1) included. CPU twin: oneDNN's convolution primitives (direct
-// algorithm, weights reordered to the layout the primitive picks); a cuDNN twin mirrors it.
+// algorithm, weights reordered to the layout the primitive picks). No CUDA twin yet: no build
+// registers CUDA kernels for the engine (ops/kernels.h), so a tensor on a CUDA device fails with
+// ErrorKind::device ("no kernels for cuda:0").
 // Errors: ErrorKind::bad_input for shape mismatches (the caller adds the node name).
 #pragma once
 
@@ -32,7 +34,7 @@ int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, i
 class Conv2dKernel;
 
 // One per Conv node: runs the kernels of its input's device (ops/kernels.h), which may keep
-// state for the last input shape (oneDNN primitives, cuDNN algorithm choices).
+// state for the last input shape (oneDNN primitives).
 class Conv2d {
  public:
   explicit Conv2d(Conv2dParams p);

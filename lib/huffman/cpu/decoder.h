@@ -26,7 +26,7 @@ struct DecoderScratch {
   std::vector<uint8_t> lanes;       // lane outputs before they are moved into place
 };
 
-// Decodes the chunk at `chunk` (its 32-byte header, already parsed into `h`, followed by
+// Decodes the chunk at `chunk` (its 40-byte header, already parsed into `h`, followed by
 // h.payload_length bytes) into out[0 .. h.original_length). `index` and `offset` name the chunk
 // in errors. Verifies the checksum.
 void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out,
