@@ -19,6 +19,7 @@ debs=(
   clang libclang-rt-14-dev
   dataset-fashion-mnist
   slurmctld slurmd slurm-client munge shellcheck     # the cluster tests: a one-host Slurm, the job scripts checked
+  help2man lmod                                      # man pages from --help at build time; the install test loads the module with Lmod
 )
 
 missing=()
@@ -51,13 +52,26 @@ fi
 py=/usr/bin/python3
 venv="$here/.venv"
 req="$here/scripts/requirements.txt"
-stamp="$venv/.requirements.sha256"
 want=$(sha256sum "$req" | cut -d' ' -f1)
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setup: creating virtual environment $venv" >&2
-  "$py" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -r "$req"
+# In CI (CI set; or HPCNN_VENV_CACHE=DIR) every run is a fresh clone: the environment is kept in a
+# cache folder per requirements file and Python version, and .venv links to it, so that a run
+# whose requirements did not change installs nothing (a changed requirements.txt makes a new one).
+target=$venv
+cache=${HPCNN_VENV_CACHE:-}
+[ -z "${CI:-}" ] || cache=${cache:-${XDG_CACHE_HOME:-$HOME/.cache}/hpcnn}
+if [ -n "$cache" ] && { [ ! -e "$venv" ] || [ -L "$venv" ]; }; then
+  target="$cache/venv-$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-${want:0:16}"
+  mkdir -p "$cache"
+  ln -sfn "$target" "$venv"
+fi
+stamp="$target/.requirements.sha256"
+if [ ! -x "$target/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating virtual environment $target" >&2
+  "$py" -m venv "$target"
+  "$target/bin/python" -m pip install -q --upgrade pip
+  "$target/bin/python" -m pip install -q -r "$req"
   echo "$want" > "$stamp"
+elif [ "$target" != "$venv" ]; then
+  echo "setup: virtual environment from the cache: $target" >&2
 fi
 echo "setup: ok" >&2

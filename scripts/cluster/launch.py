@@ -24,14 +24,24 @@ import shutil
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import description  # noqa: E402
 import jobdir  # noqa: E402
 import mpi  # noqa: E402
 import payload  # noqa: E402
 import schedulers  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The source tree (scripts/cluster/launch.py), or the install prefix (share/hpcnn/cluster/launch.py,
+# run through the bin/hpcnn-launch link): the default --bin is the build's tools/ or the prefix's bin/.
+HERE = os.path.dirname(os.path.realpath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+INSTALLED_BIN = os.path.join(os.path.dirname(REPO), "bin")
+
+
+def default_bin():
+    if os.path.isdir(os.path.join(REPO, "build", "tools")) or not os.path.isfile(os.path.join(INSTALLED_BIN, "dist-train")):
+        return os.path.join(REPO, "build", "tools")
+    return INSTALLED_BIN
 
 
 def log(msg):
@@ -60,7 +70,8 @@ def parse(argv):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dist-train --set override (repeatable)")
     ap.add_argument("--job-dir", help="job folder to write (default: SHARED/NAME-YYYYmmdd-HHMMSS, SHARED the "
                                       "description's 'shared' or ./jobs); must be on the shared file system")
-    ap.add_argument("--bin", default=os.path.join(REPO, "build", "tools"), help="the tools: a build's tools/ or a bin/")
+    ap.add_argument("--bin", default=default_bin(), help="the tools: a build's tools/ or an installed bin/ (default: "
+                                                        "build/tools of this source tree, or the bin/ of the prefix it is installed in)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print everything, write and submit nothing")
     mode.add_argument("--submit", action="store_true", help="submit the job and print its id")
