@@ -75,6 +75,18 @@ struct Model::Impl {
   }
 
   void plan(const onnx::ModelProto& model);
+  // plan()'s phases, in order.
+  void declare_inputs_and_outputs(const onnx::GraphProto& g, const std::unordered_map<std::string, const onnx::TensorProto*>& inits);
+  std::unordered_map<int, const onnx::TensorProto*> read_initializers(
+      const std::unordered_map<std::string, const onnx::TensorProto*>& inits);
+  std::vector<int> bind_steps(const onnx::GraphProto& g, const onnxu::GraphView& view,
+                              const std::unordered_map<int, const onnx::TensorProto*>& init_of);
+  void collect_parameters_and_buffers(const onnx::GraphProto& g, const std::vector<int>& role);
+  void mark_gradients();
+  void find_gradient_ready_steps();
+  void find_batchnorm_steps();
+  void plan_value_lifetimes();
+  void check_outputs_produced();
   // A training-mode forward's moments of batchnorm layer l, treated per bn_treatment.
   void batch_moments(size_t l, const ChannelMoments& b);
   void add_param_grad(size_t k, const Tensor& g);
@@ -179,15 +191,30 @@ void Model::Impl::fuse_sparse_fcl() {
   }
 }
 
+// Planning a model, phase by phase (Model::Impl::plan calls them in this order).
 void Model::Impl::plan(const onnx::ModelProto& model) {
   opset = onnxu::default_opset(model);
   const onnx::GraphProto& g = model.graph();
   onnxu::GraphView view(g);  // validates references, cycles; gives topological order
-
   std::unordered_map<std::string, const onnx::TensorProto*> inits;
   for (const auto& t : g.initializer()) inits[t.name()] = &t;
-  // Runtime inputs and outputs are fp32 tensors: other declared element types are refused here
-  // (integer shape inputs must be initializers, so that they fold at load).
+  declare_inputs_and_outputs(g, inits);
+  const std::unordered_map<int, const onnx::TensorProto*> init_of = read_initializers(inits);
+  std::vector<int> role = bind_steps(g, view, init_of);
+  fuse_sparse_fcl();
+  for (auto& st : steps) st.node = nullptr;
+  collect_parameters_and_buffers(g, role);
+  mark_gradients();
+  find_gradient_ready_steps();
+  find_batchnorm_steps();
+  plan_value_lifetimes();
+  check_outputs_produced();
+}
+
+// Runtime inputs and outputs are fp32 tensors: other declared element types are refused here
+// (integer shape inputs must be initializers, so that they fold at load).
+void Model::Impl::declare_inputs_and_outputs(const onnx::GraphProto& g,
+                                             const std::unordered_map<std::string, const onnx::TensorProto*>& inits) {
   auto check_float = [&](const onnx::ValueInfoProto& vi, const char* what) {
     if (!vi.type().has_tensor_type()) {
       if (vi.has_type()) throw_error(ErrorKind::unsupported, std::string(what) + " '" + vi.name() + "' of " + origin + " is not a tensor");
@@ -210,7 +237,11 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
     output_names.push_back(vi.name());
     output_ids.push_back(id_of(vi.name()));
   }
-  // Initializer values (floats as tensors, integers as shape values).
+}
+
+// Initializer values (floats as tensors, integers as shape values), by value id.
+std::unordered_map<int, const onnx::TensorProto*> Model::Impl::read_initializers(
+    const std::unordered_map<std::string, const onnx::TensorProto*>& inits) {
   std::unordered_map<int, const onnx::TensorProto*> init_of;
   for (const auto& [name, t] : inits) {
     const int id = id_of(name);
@@ -230,9 +261,14 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
       return 0;
     });
   }
+  return init_of;
+}
 
-  // Bind layers in topological order, folding shape arithmetic whose inputs are constant.
-  std::vector<int> role(names.size(), 0);  // per initializer id: 1 trainable, 2 buffer, 3 constant
+// Binds layers in topological order, folding shape arithmetic whose inputs are constant. Returns
+// the role of each initializer id: 1 trainable, 2 buffer, 3 constant (0: not read by a step).
+std::vector<int> Model::Impl::bind_steps(const onnx::GraphProto& g, const onnxu::GraphView& view,
+                                         const std::unordered_map<int, const onnx::TensorProto*>& init_of) {
+  std::vector<int> role(names.size(), 0);
   detail::RunContext fold_ctx;
   fold_ctx.rng = &rng;
   for (int ni : view.topo_order()) {
@@ -286,10 +322,12 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
   }
   if (role.size() < names.size()) role.resize(names.size(), 0);
   if (constants.size() < names.size()) constants.resize(names.size());
-  fuse_sparse_fcl();
-  for (auto& st : steps) st.node = nullptr;
+  return role;
+}
 
-  // Parameters and buffers (in initializer order, for stable listings).
+// Parameters and buffers, in initializer order (for stable listings). BatchNormalization's scale
+// is 1-D as well: no weight decay, as intended.
+void Model::Impl::collect_parameters_and_buffers(const onnx::GraphProto& g, const std::vector<int>& role) {
   for (const auto& t : g.initializer()) {
     const int id = ids.at(t.name());
     if (role[id] == 1) {
@@ -301,10 +339,11 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
       buffer_ids.push_back(id);
     }
   }
-  // BatchNormalization scale is 1-D as well: no weight decay, as intended.
+}
 
-  const size_t n = names.size();
-  requires_grad.assign(n, false);
+// Which values need a gradient, and which steps run backward.
+void Model::Impl::mark_gradients() {
+  requires_grad.assign(names.size(), false);
   for (int id : param_ids) requires_grad[id] = true;
   if (options.input_grads)
     for (int id : input_ids) requires_grad[id] = true;
@@ -315,8 +354,11 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
     st.backward = any;
     if (any && !st.out.empty()) requires_grad[st.out[0]] = true;
   }
-  // The earliest step whose backward contributes to each parameter's gradient (backward runs
-  // the steps in reverse, so after that step the gradient is final).
+}
+
+// The earliest step whose backward contributes to each parameter's gradient (backward runs the
+// steps in reverse, so after that step the gradient is final).
+void Model::Impl::find_gradient_ready_steps() {
   std::unordered_map<int, size_t> param_index;
   for (size_t k = 0; k < param_ids.size(); ++k) param_index[param_ids[k]] = k;
   param_first_step.assign(param_ids.size(), -1);
@@ -328,7 +370,10 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
         param_first_step[it->second] = static_cast<int>(s);
     }
   }
-  // BatchNormalization steps whose running statistics (mean, then variance) are this model's buffers.
+}
+
+// BatchNormalization steps whose running statistics (mean, then variance) are this model's buffers.
+void Model::Impl::find_batchnorm_steps() {
   std::unordered_map<int, size_t> buffer_index;
   for (size_t k = 0; k < buffer_ids.size(); ++k) buffer_index[buffer_ids[k]] = k;
   bn_of_step.assign(steps.size(), -1);
@@ -345,6 +390,12 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
                          buffers[mean->second].value.numel()});
   }
 
+}
+
+// Per value: whether backward needs it kept, the first step that keeps it, its last reader, and
+// the graph outputs pinned.
+void Model::Impl::plan_value_lifetimes() {
+  const size_t n = names.size();
   keep_for_backward.assign(n, false);
   first_keep.assign(n, -1);
   last_use.assign(n, -1);
@@ -367,7 +418,10 @@ void Model::Impl::plan(const onnx::ModelProto& model) {
         if (first_keep[id] < 0) first_keep[id] = static_cast<int>(s);
       }
   }
-  // Every graph output must be computable.
+}
+
+// Every graph output must be computable.
+void Model::Impl::check_outputs_produced() {
   for (size_t k = 0; k < output_ids.size(); ++k) {
     const int id = output_ids[k];
     bool produced = constants[id].defined();

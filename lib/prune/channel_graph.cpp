@@ -311,251 +311,322 @@ struct Analyzer {
     return true;
   }
 
+  // The node a channel rule looks at (visit()).
+  struct RuleSite {
+    int n;
+    const onnx::NodeProto& nd;
+    std::string who;                // "node 'conv1' (Conv)"
+    const onnxu::OpFacts* facts;
+    const onnxu::Signature* sig;    // at the model's opset; null when the opset has none
+    const Label* x0;                // the channels input 0 carries, or null
+    std::string out0;
+    std::string in(int k) const { return k >= 0 && k < nd.input_size() ? nd.input(k) : std::string(); }
+  };
+
   // Returns the input positions the rule consumed; labelled inputs not in the set are fixed.
   std::set<int> visit(int n) {
     const auto& nd = view.node(n);
-    const std::string& op = nd.op_type();
-    const std::string who = view.describe(n);
-    auto in = [&](int k) -> std::string { return k >= 0 && k < nd.input_size() ? nd.input(k) : std::string(); };
-    auto out0 = nd.output_size() ? nd.output(0) : std::string();
     const onnxu::OpFacts* facts = onnxu::find_op_facts(nd);  // null: unknown, or another domain
     if (!facts) return {};
-    const onnxu::Signature* sig = facts->at(opset);
-    const onnxu::Channels rule = facts->channels;
-    const Label* x0 = label(in(0));
-
-    if (rule == onnxu::Channels::conv) {
-      if (!sig) return {};
-      const int wi = sig->find(Role::weight), bi = sig->find(Role::bias);
-      const int out_axis = sig->inputs[wi].axis, in_axis = sig->inputs[wi].in_axis;  // 0 and 1
-      auto w = onnxu::find_constant(view, in(wi));
-      if (!w || w->dims.size() < 3 || !onnxu::is_floating(w->dtype)) return {};
-      const int64_t g = onnxu::attr_int(nd, "group", 1);
-      const int64_t cout = w->dims[out_axis], cin_g = w->dims[in_axis];
-      const Label* x = x0;
-      if (g < 1 || cout % g != 0) {
-        if (x) fix(*x, who + " has " + std::to_string(cout) + " filters, not a multiple of its " + std::to_string(g) + " groups");
-        labels[out0] = fixed_ids(cout, who + " has an invalid group count");
-        return {0};
-      }
-      const int64_t cout_g = cout / g;
-      Layer L = make_layer(n, op, *w, out_axis);
-      if (g > 1 && cin_g == 1) {
-        // Depthwise (channel multiplier cout_g): input channel c feeds filters c*cout_g ...
-        // (c+1)*cout_g-1; removing c removes that whole group, and `group` shrinks with it.
-        if (x && static_cast<int64_t>(x->size()) == g) {
-          for (int64_t c = 0; c < g; ++c)
-            for (int64_t t = 0; t < cout_g; ++t) cg.unite(L.ids[c * cout_g + t], (*x)[c]);
-          cg.group_attrs.push_back({n, *x});
-        } else {
-          fix(L.ids, "depthwise " + who + " reads channels that cannot be pruned");
-        }
-      } else if (g > 1) {
-        // Grouped: every group must keep the same number of input channels and of filters, so
-        // position j of each group is tied across the groups; `group` stays.
-        for (int64_t grp = 1; grp < g; ++grp)
-          for (int64_t j = 0; j < cout_g; ++j) cg.unite(L.ids[grp * cout_g + j], L.ids[j]);
-        if (x && static_cast<int64_t>(x->size()) == cin_g * g) {
-          for (int64_t grp = 1; grp < g; ++grp)
-            for (int64_t j = 0; j < cin_g; ++j) cg.unite((*x)[grp * cin_g + j], (*x)[j]);
-          add_slice(w->name, in_axis, Label(x->begin(), x->begin() + cin_g), who);
-        } else if (x) {
-          fix(*x, who + " has " + std::to_string(cin_g * g) + " input channels, its input carries " + std::to_string(x->size()));
-        }
-      } else if (x) {
-        if (static_cast<int64_t>(x->size()) != cin_g)
-          fix(*x, who + " weight has " + std::to_string(cin_g) + " input channels, its input carries " + std::to_string(x->size()));
-        else add_slice(w->name, in_axis, *x, who);
-      }
-      add_slice(w->name, out_axis, L.ids, who);
-      if (!in(bi).empty()) {
-        auto b = onnxu::find_constant(view, in(bi));
-        if (b && b->dims.size() == 1 && b->dims[0] == cout) add_slice(b->name, 0, L.ids, who);
-        else fix(L.ids, who + " has a bias that is not a constant of shape [" + std::to_string(cout) + "]");
-      }
-      labels[out0] = L.ids;
-      cg.layers.push_back(std::move(L));
-      return {0};
+    RuleSite site{n, nd, view.describe(n), facts, facts->at(opset), nullptr, nd.output_size() ? nd.output(0) : std::string()};
+    site.x0 = label(site.in(0));
+    switch (facts->channels) {
+      case onnxu::Channels::conv: return conv_rule(site);
+      case onnxu::Channels::dense: return dense_rule(site);
+      case onnxu::Channels::pass_through: return pass_through_rule(site);
+      case onnxu::Channels::squeeze: return squeeze_rule(site);
+      case onnxu::Channels::elementwise: return elementwise_rule(site);
+      case onnxu::Channels::concat: return concat_rule(site);
+      case onnxu::Channels::flatten: return flatten_rule(site);
+      case onnxu::Channels::reads_shape: return reads_shape_rule(site);
+      case onnxu::Channels::unfollowable: break;
     }
-
-    if (rule == onnxu::Channels::dense) {
-      if (!sig) return {};
-      const int wi = sig->find(Role::weight), bi = sig->find(Role::bias);
-      const onnxu::InputFact& af = sig->inputs[0];
-      const onnxu::InputFact& wf = sig->inputs[wi];
-      auto w = onnxu::find_constant(view, in(wi));
-      if (!w || w->dims.size() != 2 || !onnxu::is_floating(w->dtype)) return {};
-      auto axis2 = [&](int axis) { axis = onnxu::node_axis(nd, wf, axis); return axis < 0 ? axis + 2 : axis; };
-      const int n_axis = axis2(wf.axis), k_axis = axis2(wf.in_axis);
-      const bool trans_a = af.transposed_by && onnxu::attr_int(nd, af.transposed_by, 0) != 0;
-      const Label* a = x0;
-      const Dims* a_shape = shape(in(0));
-      if (a) {
-        if (trans_a) fix(*a, "feeds " + who + " with " + af.transposed_by + "=1");
-        else if (static_cast<int64_t>(a->size()) != w->dims[k_axis])
-          fix(*a, who + " weight has " + std::to_string(w->dims[k_axis]) + " input features, its input carries " + std::to_string(a->size()));
-        else add_slice(w->name, k_axis, *a, who);
-      }
-      Layer L = make_layer(n, op, *w, n_axis);
-      // Features on A's last axis (MatMul) are the channel axis 1 only for a 2-D A.
-      if (af.axis < 0 && (!a_shape || static_cast<int>(a_shape->size()) + af.axis != 1))
-        fix(L.ids, who + " multiplies an input that is not known to be 2-D");
-      add_slice(w->name, n_axis, L.ids, who);
-      if (bi >= 0 && !in(bi).empty()) {
-        auto c = onnxu::find_constant(view, in(bi));
-        if (!c) fix(L.ids, who + " has a bias C that is not constant");
-        else if (!c->dims.empty() && c->dims.back() == L.channels) add_slice(c->name, static_cast<int>(c->dims.size()) - 1, L.ids, who);
-        else if (!c->dims.empty() && c->dims.back() != 1) fix(L.ids, who + " has a bias C of shape " + onnxu::dims_to_string(c->dims));
-      }
-      labels[out0] = L.ids;
-      cg.layers.push_back(std::move(L));
-      return {0};
-    }
-
-    if (rule == onnxu::Channels::pass_through) {
-      if (!x0) return {0};
-      // Per-channel parameters and running statistics (BatchNormalization, InstanceNormalization).
-      for (int k = 0; sig && k < static_cast<int>(sig->inputs.size()); ++k) {
-        const Role r = sig->inputs[k].role;
-        if (r != Role::per_channel && r != Role::running_stat) continue;
-        auto c = onnxu::find_constant(view, in(k));
-        if (c && c->dims.size() == 1 && c->dims[0] == static_cast<int64_t>(x0->size())) add_slice(c->name, 0, *x0, who);
-        else fix(*x0, who + " has a parameter '" + in(k) + "' that is not a constant of shape [C]");
-      }
-      if (follow_shape_inputs(n, *facts, *x0)) labels[out0] = *x0;
-      return {0};
-    }
-
-    if (rule == onnxu::Channels::squeeze) {
-      if (!x0 || !sig) return {};
-      std::vector<int64_t> axes = onnxu::attr_ints(nd, "axes");
-      if (!in(1).empty()) {
-        auto c = onnxu::constant_int64s(view, in(1));
-        if (!c) return {};
-        axes = *c;
-      }
-      // Axes of the output (Unsqueeze) or of the input (Squeeze).
-      bool of_output = false;
-      for (const auto& f : sig->inputs) of_output = of_output || f.shape == ShapeKind::output_axes;
-      for (const auto& f : sig->attributes) of_output = of_output || f.shape == ShapeKind::output_axes;
-      const Dims* s = shape(of_output ? out0 : in(0));
-      if (axes.empty() || !s) return {};
-      for (int64_t ax : axes) {
-        if (ax < 0) ax += static_cast<int64_t>(s->size());
-        if (ax <= 1) return {};
-      }
-      labels[out0] = *x0;
-      return {0};
-    }
-
-    if (rule == onnxu::Channels::elementwise) {
-      std::vector<int> carried;
-      for (int k = 0; k < nd.input_size(); ++k)
-        if (!in(k).empty() && label(in(k))) carried.push_back(k);
-      if (carried.empty()) return {};
-      const Label first = *label(in(carried[0]));
-      const Dims* out_shape = shape(out0);
-      const int rank = out_shape ? static_cast<int>(out_shape->size()) : -1;
-      std::set<int> handled;
-      for (int k = 0; k < nd.input_size(); ++k) {
-        if (in(k).empty()) continue;
-        if (const Label* l = label(in(k))) {
-          if (l->size() != first.size()) {
-            fix(*l, who + " combines " + std::to_string(l->size()) + " and " + std::to_string(first.size()) + " channels");
-            fix(first, who + " combines " + std::to_string(l->size()) + " and " + std::to_string(first.size()) + " channels");
-          } else {
-            for (size_t c = 0; c < first.size(); ++c) cg.unite(first[c], (*l)[c]);
-          }
-          handled.insert(k);
-        } else if (auto c = onnxu::find_constant(view, in(k))) {
-          if (rank < 0) fix(first, who + " has an output of unknown rank");
-          else constant_operand(*c, rank, first, who);
-        } else if (auto vc = rank >= 0 ? unit_axis_view(in(k)) : std::nullopt) {
-          viewed_operand(*vc, in(k), rank, first, who);
-        } else {
-          const Dims* s = shape(in(k));
-          if (!s || rank < 0) {
-            fix(first, who + " combines the channels with '" + in(k) + "' of unknown shape");
-          } else {
-            const int axis = 1 - (rank - static_cast<int>(s->size()));
-            if (axis >= 0 && (*s)[axis] != 1)
-              fix(first, who + " combines the channels with '" + in(k) + "', which cannot be pruned");
-          }
-        }
-      }
-      labels[out0] = first;
-      return handled;
-    }
-
-    if (rule == onnxu::Channels::concat) {
-      const Dims* s = shape(out0);
-      int64_t axis = onnxu::attr_int(nd, "axis", 1);
-      if (axis < 0 && s) axis += static_cast<int64_t>(s->size());
-      if (axis != 1) return {};
-      Label out;
-      std::set<int> handled;
-      for (int k = 0; k < nd.input_size(); ++k) {
-        if (const Label* l = label(in(k))) {
-          out.insert(out.end(), l->begin(), l->end());
-          handled.insert(k);
-        } else {
-          const Dims* si = shape(in(k));
-          if (!si || si->size() < 2 || (*si)[1] < 0) {
-            for (int j : handled) fix(*label(in(j)), who + " concatenates them with '" + in(k) + "' of unknown channel count");
-            return handled;
-          }
-          Label f = fixed_ids((*si)[1], who + " concatenates them with '" + in(k) + "', which cannot be pruned");
-          out.insert(out.end(), f.begin(), f.end());
-        }
-      }
-      labels[out0] = out;
-      return handled;
-    }
-
-    if (rule == onnxu::Channels::flatten) {
-      if (!x0) return {};
-      // Reshape's target input; none: Flatten, at its `axis` attribute.
-      const int target = sig ? sig->find(Role::shape) : -1;
-      const Dims* si = shape(in(0));
-      const Dims* so = shape(out0);
-      if (!si || si->size() < 2 || std::any_of(si->begin() + 1, si->end(), [](int64_t d) { return d < 0; })) {
-        fix(*x0, who + ": the input's channel and spatial sizes are unknown");
-        return {0};
-      }
-      int64_t spatial = 1;
-      for (size_t i = 2; i < si->size(); ++i) spatial *= (*si)[i];
-      if (target < 0 && onnxu::attr_int(nd, "axis", 1) != 1) return {};
-      if (target >= 0 && so && so->size() == 5 && channel_shuffle(n, *x0)) return {0, 1};
-      if (target >= 0) {
-        const bool flat = so && so->size() == 2 && (*so)[1] == static_cast<int64_t>(x0->size()) * spatial;
-        auto t = onnxu::constant_int64s(view, in(target));
-        if (!flat) { fix(*x0, who + " is not a flatten to [N, C*H*W]"); return {0}; }
-        if (!t || t->size() != 2) { fix(*x0, who + " has a shape input that is not constant"); return {0}; }
-      }
-      // The features after the flatten: C * H * W entries (bounded, against corrupt shapes).
-      constexpr int64_t kMaxFeatures = int64_t{1} << 28;
-      if (spatial <= 0 || static_cast<int64_t>(x0->size()) > kMaxFeatures / spatial) {
-        fix(*x0, who + " flattens " + std::to_string(x0->size()) + " channels of spatial size " + std::to_string(spatial) +
-                     ", too many features to follow");
-        return {0};
-      }
-      Label out;
-      out.reserve(x0->size() * static_cast<size_t>(spatial));
-      for (int id : *x0)
-        for (int64_t s = 0; s < spatial; ++s) out.push_back(id);
-      if (target >= 0 && (*onnxu::constant_int64s(view, in(target)))[1] > 0) cg.shape_inputs.push_back({n, target, 1, out});
-      labels[out0] = std::move(out);
-      return {0, 1};
-    }
-
-    if (rule == onnxu::Channels::reads_shape && x0) {
-      // Values computed from the count (Reshape targets, Resize sizes, ConstantOfShape, ...)
-      // would change with the pruning where the analysis cannot see them.
-      fix(*x0, who + " reads their count");
-      return {0};
-    }
-
     return {};  // unfollowable
+  }
+
+  // Conv: each output channel is a filter (weight axis 0); groups and depthwise convolutions tie channels.
+  std::set<int> conv_rule(const RuleSite& site) {
+    const int n = site.n;
+    const onnx::NodeProto& nd = site.nd;
+    const std::string& op = site.nd.op_type();
+    const std::string& who = site.who;
+    const onnxu::Signature* sig = site.sig;
+    const Label* x0 = site.x0;
+    const std::string& out0 = site.out0;
+    auto in = [&site](int k) { return site.in(k); };
+    if (!sig) return {};
+    const int wi = sig->find(Role::weight), bi = sig->find(Role::bias);
+    const int out_axis = sig->inputs[wi].axis, in_axis = sig->inputs[wi].in_axis;  // 0 and 1
+    auto w = onnxu::find_constant(view, in(wi));
+    if (!w || w->dims.size() < 3 || !onnxu::is_floating(w->dtype)) return {};
+    const int64_t g = onnxu::attr_int(nd, "group", 1);
+    const int64_t cout = w->dims[out_axis], cin_g = w->dims[in_axis];
+    const Label* x = x0;
+    if (g < 1 || cout % g != 0) {
+      if (x) fix(*x, who + " has " + std::to_string(cout) + " filters, not a multiple of its " + std::to_string(g) + " groups");
+      labels[out0] = fixed_ids(cout, who + " has an invalid group count");
+      return {0};
+    }
+    const int64_t cout_g = cout / g;
+    Layer L = make_layer(n, op, *w, out_axis);
+    if (g > 1 && cin_g == 1) {
+      // Depthwise (channel multiplier cout_g): input channel c feeds filters c*cout_g ...
+      // (c+1)*cout_g-1; removing c removes that whole group, and `group` shrinks with it.
+      if (x && static_cast<int64_t>(x->size()) == g) {
+        for (int64_t c = 0; c < g; ++c)
+          for (int64_t t = 0; t < cout_g; ++t) cg.unite(L.ids[c * cout_g + t], (*x)[c]);
+        cg.group_attrs.push_back({n, *x});
+      } else {
+        fix(L.ids, "depthwise " + who + " reads channels that cannot be pruned");
+      }
+    } else if (g > 1) {
+      // Grouped: every group must keep the same number of input channels and of filters, so
+      // position j of each group is tied across the groups; `group` stays.
+      for (int64_t grp = 1; grp < g; ++grp)
+        for (int64_t j = 0; j < cout_g; ++j) cg.unite(L.ids[grp * cout_g + j], L.ids[j]);
+      if (x && static_cast<int64_t>(x->size()) == cin_g * g) {
+        for (int64_t grp = 1; grp < g; ++grp)
+          for (int64_t j = 0; j < cin_g; ++j) cg.unite((*x)[grp * cin_g + j], (*x)[j]);
+        add_slice(w->name, in_axis, Label(x->begin(), x->begin() + cin_g), who);
+      } else if (x) {
+        fix(*x, who + " has " + std::to_string(cin_g * g) + " input channels, its input carries " + std::to_string(x->size()));
+      }
+    } else if (x) {
+      if (static_cast<int64_t>(x->size()) != cin_g)
+        fix(*x, who + " weight has " + std::to_string(cin_g) + " input channels, its input carries " + std::to_string(x->size()));
+      else add_slice(w->name, in_axis, *x, who);
+    }
+    add_slice(w->name, out_axis, L.ids, who);
+    if (!in(bi).empty()) {
+      auto b = onnxu::find_constant(view, in(bi));
+      if (b && b->dims.size() == 1 && b->dims[0] == cout) add_slice(b->name, 0, L.ids, who);
+      else fix(L.ids, who + " has a bias that is not a constant of shape [" + std::to_string(cout) + "]");
+    }
+    labels[out0] = L.ids;
+    cg.layers.push_back(std::move(L));
+    return {0};
+  }
+
+  // Gemm, MatMul with a constant weight: each output feature is a neuron; the input's features slice the weight.
+  std::set<int> dense_rule(const RuleSite& site) {
+    const int n = site.n;
+    const onnx::NodeProto& nd = site.nd;
+    const std::string& op = site.nd.op_type();
+    const std::string& who = site.who;
+    const onnxu::Signature* sig = site.sig;
+    const Label* x0 = site.x0;
+    const std::string& out0 = site.out0;
+    auto in = [&site](int k) { return site.in(k); };
+    if (!sig) return {};
+    const int wi = sig->find(Role::weight), bi = sig->find(Role::bias);
+    const onnxu::InputFact& af = sig->inputs[0];
+    const onnxu::InputFact& wf = sig->inputs[wi];
+    auto w = onnxu::find_constant(view, in(wi));
+    if (!w || w->dims.size() != 2 || !onnxu::is_floating(w->dtype)) return {};
+    auto axis2 = [&](int axis) { axis = onnxu::node_axis(nd, wf, axis); return axis < 0 ? axis + 2 : axis; };
+    const int n_axis = axis2(wf.axis), k_axis = axis2(wf.in_axis);
+    const bool trans_a = af.transposed_by && onnxu::attr_int(nd, af.transposed_by, 0) != 0;
+    const Label* a = x0;
+    const Dims* a_shape = shape(in(0));
+    if (a) {
+      if (trans_a) fix(*a, "feeds " + who + " with " + af.transposed_by + "=1");
+      else if (static_cast<int64_t>(a->size()) != w->dims[k_axis])
+        fix(*a, who + " weight has " + std::to_string(w->dims[k_axis]) + " input features, its input carries " + std::to_string(a->size()));
+      else add_slice(w->name, k_axis, *a, who);
+    }
+    Layer L = make_layer(n, op, *w, n_axis);
+    // Features on A's last axis (MatMul) are the channel axis 1 only for a 2-D A.
+    if (af.axis < 0 && (!a_shape || static_cast<int>(a_shape->size()) + af.axis != 1))
+      fix(L.ids, who + " multiplies an input that is not known to be 2-D");
+    add_slice(w->name, n_axis, L.ids, who);
+    if (bi >= 0 && !in(bi).empty()) {
+      auto c = onnxu::find_constant(view, in(bi));
+      if (!c) fix(L.ids, who + " has a bias C that is not constant");
+      else if (!c->dims.empty() && c->dims.back() == L.channels) add_slice(c->name, static_cast<int>(c->dims.size()) - 1, L.ids, who);
+      else if (!c->dims.empty() && c->dims.back() != 1) fix(L.ids, who + " has a bias C of shape " + onnxu::dims_to_string(c->dims));
+    }
+    labels[out0] = L.ids;
+    cg.layers.push_back(std::move(L));
+    return {0};
+  }
+
+  // Output 0 carries input 0's channels; per-channel parameters and running statistics are sliced with them.
+  std::set<int> pass_through_rule(const RuleSite& site) {
+    const int n = site.n;
+    const std::string& who = site.who;
+    const onnxu::OpFacts* facts = site.facts;
+    const onnxu::Signature* sig = site.sig;
+    const Label* x0 = site.x0;
+    const std::string& out0 = site.out0;
+    auto in = [&site](int k) { return site.in(k); };
+    if (!x0) return {0};
+    // Per-channel parameters and running statistics (BatchNormalization, InstanceNormalization).
+    for (int k = 0; sig && k < static_cast<int>(sig->inputs.size()); ++k) {
+      const Role r = sig->inputs[k].role;
+      if (r != Role::per_channel && r != Role::running_stat) continue;
+      auto c = onnxu::find_constant(view, in(k));
+      if (c && c->dims.size() == 1 && c->dims[0] == static_cast<int64_t>(x0->size())) add_slice(c->name, 0, *x0, who);
+      else fix(*x0, who + " has a parameter '" + in(k) + "' that is not a constant of shape [C]");
+    }
+    if (follow_shape_inputs(n, *facts, *x0)) labels[out0] = *x0;
+    return {0};
+  }
+
+  // Squeeze/Unsqueeze: followed when the axes leave axes 0 and 1 alone.
+  std::set<int> squeeze_rule(const RuleSite& site) {
+    const onnx::NodeProto& nd = site.nd;
+    const onnxu::Signature* sig = site.sig;
+    const Label* x0 = site.x0;
+    const std::string& out0 = site.out0;
+    auto in = [&site](int k) { return site.in(k); };
+    if (!x0 || !sig) return {};
+    std::vector<int64_t> axes = onnxu::attr_ints(nd, "axes");
+    if (!in(1).empty()) {
+      auto c = onnxu::constant_int64s(view, in(1));
+      if (!c) return {};
+      axes = *c;
+    }
+    // Axes of the output (Unsqueeze) or of the input (Squeeze).
+    bool of_output = false;
+    for (const auto& f : sig->inputs) of_output = of_output || f.shape == ShapeKind::output_axes;
+    for (const auto& f : sig->attributes) of_output = of_output || f.shape == ShapeKind::output_axes;
+    const Dims* s = shape(of_output ? out0 : in(0));
+    if (axes.empty() || !s) return {};
+    for (int64_t ax : axes) {
+      if (ax < 0) ax += static_cast<int64_t>(s->size());
+      if (ax <= 1) return {};
+    }
+    labels[out0] = *x0;
+    return {0};
+  }
+
+  // Broadcasting operators: carried channels are united; constant and viewed operands sliced.
+  std::set<int> elementwise_rule(const RuleSite& site) {
+    const onnx::NodeProto& nd = site.nd;
+    const std::string& who = site.who;
+    const std::string& out0 = site.out0;
+    auto in = [&site](int k) { return site.in(k); };
+    std::vector<int> carried;
+    for (int k = 0; k < nd.input_size(); ++k)
+      if (!in(k).empty() && label(in(k))) carried.push_back(k);
+    if (carried.empty()) return {};
+    const Label first = *label(in(carried[0]));
+    const Dims* out_shape = shape(out0);
+    const int rank = out_shape ? static_cast<int>(out_shape->size()) : -1;
+    std::set<int> handled;
+    for (int k = 0; k < nd.input_size(); ++k) {
+      if (in(k).empty()) continue;
+      if (const Label* l = label(in(k))) {
+        if (l->size() != first.size()) {
+          fix(*l, who + " combines " + std::to_string(l->size()) + " and " + std::to_string(first.size()) + " channels");
+          fix(first, who + " combines " + std::to_string(l->size()) + " and " + std::to_string(first.size()) + " channels");
+        } else {
+          for (size_t c = 0; c < first.size(); ++c) cg.unite(first[c], (*l)[c]);
+        }
+        handled.insert(k);
+      } else if (auto c = onnxu::find_constant(view, in(k))) {
+        if (rank < 0) fix(first, who + " has an output of unknown rank");
+        else constant_operand(*c, rank, first, who);
+      } else if (auto vc = rank >= 0 ? unit_axis_view(in(k)) : std::nullopt) {
+        viewed_operand(*vc, in(k), rank, first, who);
+      } else {
+        const Dims* s = shape(in(k));
+        if (!s || rank < 0) {
+          fix(first, who + " combines the channels with '" + in(k) + "' of unknown shape");
+        } else {
+          const int axis = 1 - (rank - static_cast<int>(s->size()));
+          if (axis >= 0 && (*s)[axis] != 1)
+            fix(first, who + " combines the channels with '" + in(k) + "', which cannot be pruned");
+        }
+      }
+    }
+    labels[out0] = first;
+    return handled;
+  }
+
+  // Concatenation along axis 1: the inputs' channels one after the other.
+  std::set<int> concat_rule(const RuleSite& site) {
+    const onnx::NodeProto& nd = site.nd;
+    const std::string& who = site.who;
+    const std::string& out0 = site.out0;
+    auto in = [&site](int k) { return site.in(k); };
+    const Dims* s = shape(out0);
+    int64_t axis = onnxu::attr_int(nd, "axis", 1);
+    if (axis < 0 && s) axis += static_cast<int64_t>(s->size());
+    if (axis != 1) return {};
+    Label out;
+    std::set<int> handled;
+    for (int k = 0; k < nd.input_size(); ++k) {
+      if (const Label* l = label(in(k))) {
+        out.insert(out.end(), l->begin(), l->end());
+        handled.insert(k);
+      } else {
+        const Dims* si = shape(in(k));
+        if (!si || si->size() < 2 || (*si)[1] < 0) {
+          for (int j : handled) fix(*label(in(j)), who + " concatenates them with '" + in(k) + "' of unknown channel count");
+          return handled;
+        }
+        Label f = fixed_ids((*si)[1], who + " concatenates them with '" + in(k) + "', which cannot be pruned");
+        out.insert(out.end(), f.begin(), f.end());
+      }
+    }
+    labels[out0] = out;
+    return handled;
+  }
+
+  // Flatten (axis 1) and Reshape to [N, C*H*W]: each channel becomes H*W features (or a channel shuffle).
+  std::set<int> flatten_rule(const RuleSite& site) {
+    const int n = site.n;
+    const onnx::NodeProto& nd = site.nd;
+    const std::string& who = site.who;
+    const onnxu::Signature* sig = site.sig;
+    const Label* x0 = site.x0;
+    const std::string& out0 = site.out0;
+    auto in = [&site](int k) { return site.in(k); };
+    if (!x0) return {};
+    // Reshape's target input; none: Flatten, at its `axis` attribute.
+    const int target = sig ? sig->find(Role::shape) : -1;
+    const Dims* si = shape(in(0));
+    const Dims* so = shape(out0);
+    if (!si || si->size() < 2 || std::any_of(si->begin() + 1, si->end(), [](int64_t d) { return d < 0; })) {
+      fix(*x0, who + ": the input's channel and spatial sizes are unknown");
+      return {0};
+    }
+    int64_t spatial = 1;
+    for (size_t i = 2; i < si->size(); ++i) spatial *= (*si)[i];
+    if (target < 0 && onnxu::attr_int(nd, "axis", 1) != 1) return {};
+    if (target >= 0 && so && so->size() == 5 && channel_shuffle(n, *x0)) return {0, 1};
+    if (target >= 0) {
+      const bool flat = so && so->size() == 2 && (*so)[1] == static_cast<int64_t>(x0->size()) * spatial;
+      auto t = onnxu::constant_int64s(view, in(target));
+      if (!flat) { fix(*x0, who + " is not a flatten to [N, C*H*W]"); return {0}; }
+      if (!t || t->size() != 2) { fix(*x0, who + " has a shape input that is not constant"); return {0}; }
+    }
+    // The features after the flatten: C * H * W entries (bounded, against corrupt shapes).
+    constexpr int64_t kMaxFeatures = int64_t{1} << 28;
+    if (spatial <= 0 || static_cast<int64_t>(x0->size()) > kMaxFeatures / spatial) {
+      fix(*x0, who + " flattens " + std::to_string(x0->size()) + " channels of spatial size " + std::to_string(spatial) +
+                   ", too many features to follow");
+      return {0};
+    }
+    Label out;
+    out.reserve(x0->size() * static_cast<size_t>(spatial));
+    for (int id : *x0)
+      for (int64_t s = 0; s < spatial; ++s) out.push_back(id);
+    if (target >= 0 && (*onnxu::constant_int64s(view, in(target)))[1] > 0) cg.shape_inputs.push_back({n, target, 1, out});
+    labels[out0] = std::move(out);
+    return {0, 1};
+  }
+
+  // Shape and the like: values computed from the count would change with the pruning unseen.
+  std::set<int> reads_shape_rule(const RuleSite& site) {
+    const std::string& who = site.who;
+    const Label* x0 = site.x0;
+    if (!x0) return {};
+    // Values computed from the count (Reshape targets, Resize sizes, ConstantOfShape, ...)
+    // would change with the pruning where the analysis cannot see them.
+    fix(*x0, who + " reads their count");
+    return {0};
   }
 
   void run() {

@@ -142,6 +142,144 @@ void check_keep(const std::filesystem::path& model_path, const std::vector<std::
   });
 }
 
+namespace {
+
+// The rates of one run and what the report says of how they were chosen.
+struct RateChoice {
+  std::vector<GroupDecision> decisions;  // per group
+  json target;                           // --target-*: metric, goal, reached, threshold
+  json data_report;                      // data-driven thresholds: losses, margin, upper bound
+  json raw_threshold = json::array(), group_sensitivity = json::array();  // data-driven, per group
+};
+
+// --target-params-reduction / --target-macs-reduction: the global threshold whose rates come
+// closest to the goal. The derived rates change only where the threshold crosses a grid error:
+// each such threshold is tried.
+RateChoice rates_for_target(const ChannelGraph& cg, const onnxu::GraphView& view, const onnxu::ShapeMap& shapes,
+                            const Costs& before, const std::vector<double>& grid, const PruneOptions& o) {
+  const bool by_params = o.target_params_reduction.has_value();
+  const double goal = by_params ? *o.target_params_reduction : *o.target_macs_reduction;
+  std::set<double> candidates{0.0};
+  for (const auto& g : cg.groups) {
+    if (!g.fixed_reason.empty()) continue;
+    const auto order = removal_order(g);
+    for (double r : grid) {
+      const int64_t k = removed_count(r, static_cast<int64_t>(g.classes.size()));
+      if (k < static_cast<int64_t>(g.classes.size())) candidates.insert(pruning_error(g, order, k));
+    }
+  }
+  double best_t = 0, best_diff = INFINITY, best_reached = 0;
+  for (double t : candidates) {
+    auto d = decide(cg, grid, [&](const Group&) { return std::optional<double>(t); });
+    const Costs after = count_costs(view, shapes, cg, kept_classes(cg, d));
+    const double reached = by_params ? reduction(before.params, after.params) : reduction(before.macs, after.macs);
+    if (std::fabs(reached - goal) < best_diff) {
+      best_diff = std::fabs(reached - goal);
+      best_t = t;
+      best_reached = reached;
+    }
+  }
+  RateChoice c;
+  c.decisions = decide(cg, grid, [&](const Group&) { return std::optional<double>(best_t); });
+  c.target = {{"metric", by_params ? "params" : "macs"}, {"goal", goal}, {"reached", best_reached}, {"threshold", best_t}};
+  spdlog::info("global threshold {:.6g} reaches a {} reduction of {:.4f} (target {:.4f})", best_t,
+               by_params ? "parameter" : "MAC", best_reached, goal);
+  return c;
+}
+
+// Training data: per-group thresholds from the loss and connection sensitivity (data_thresholds.h).
+RateChoice rates_from_data(const ChannelGraph& cg, const std::vector<double>& grid, const PruneOptions& o) {
+  RateChoice c;
+  const DataThresholds th = data_thresholds(cg, *o.data, grid);
+  for (size_t gi = 0; gi < cg.groups.size(); ++gi)
+    c.decisions.push_back(th.scaled[gi] ? derive_rate(cg.groups[gi], *th.scaled[gi], grid) : GroupDecision{});
+  const NextBound nb = next_upper_bound(cg, th, c.decisions, grid);
+  c.data_report = o.data_info.is_object() ? o.data_info : json::object();
+  c.data_report["loss_before"] = o.data->loss_before;
+  c.data_report["loss"] = o.data->loss;
+  c.data_report["margin"] = o.data->margin;
+  c.data_report["upper_bound"] = {{"limit", th.limit}, {"used", th.bound}, {"raw_threshold_norm", th.raw_norm},
+                                  {"scaled", th.raw_norm > th.bound}, {"next_if_accepted", nb.accepted},
+                                  {"next_if_rejected", nb.rejected}};
+  for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
+    c.raw_threshold.push_back(th.raw[gi] ? json(*th.raw[gi]) : json(nullptr));
+    c.group_sensitivity.push_back(th.raw[gi] ? json(th.group_sensitivity[gi]) : json(nullptr));
+  }
+  spdlog::info("data-driven thresholds: L_before {:.6g}, L {:.6g}, margin {}, U {:.6g} (limit {:.6g}, ||th|| {:.6g})",
+               o.data->loss_before, o.data->loss, o.data->margin, th.bound, th.limit, th.raw_norm);
+  return c;
+}
+
+// The rates by the one threshold mode the options name.
+RateChoice choose_rates(const ChannelGraph& cg, const onnxu::GraphView& view, const onnxu::ShapeMap& shapes,
+                        const Costs& before, const std::vector<double>& grid, const PruneOptions& o) {
+  if (o.target_params_reduction || o.target_macs_reduction) return rates_for_target(cg, view, shapes, before, grid, o);
+  if (o.data) return rates_from_data(cg, grid, o);
+  RateChoice c;
+  if (o.uniform_rate) {
+    for (const auto& g : cg.groups) c.decisions.push_back(uniform_rate(g, *o.uniform_rate));
+  } else {
+    c.decisions = decide(cg, grid, [&](const Group& g) { return group_threshold(cg, g, o); });
+  }
+  return c;
+}
+
+// The report's "layers": each prunable layer's rate, kept and removed channels, error, threshold.
+json layers_report(const ChannelGraph& cg, const std::vector<GroupDecision>& decisions, const std::vector<char>& kept,
+                   const PruneOptions& o) {
+  json layers = json::array();
+  for (const auto& L : cg.layers) {
+    const Group& g = cg.groups[L.group];
+    const GroupDecision& d = decisions[L.group];
+    int64_t kept_channels = 0;
+    json removed = json::array();
+    for (int64_t c = 0; c < L.channels; ++c) {
+      if (kept[cg.root(L.ids[c])]) ++kept_channels;
+      else removed.push_back(c);
+    }
+    json l = {{"name", L.name}, {"op", L.op}, {"weight", L.weight.name}, {"channels", L.channels},
+              {"group", L.group}, {"rate", d.rate}, {"kept_channels", kept_channels},
+              {"pruning_error", d.error}, {"prunable", g.fixed_reason.empty()}};
+    l["removed_channels"] = std::move(removed);
+    l["threshold"] = d.threshold && g.fixed_reason.empty() ? json(*d.threshold) : json(nullptr);  // null: not applied
+    if (o.data) {
+      auto it = o.data->sensitivity.find(L.weight.name);
+      l["sensitivity"] = it != o.data->sensitivity.end() ? json(it->second) : json(nullptr);
+      l["weight_elements"] = L.weight_numel;
+    }
+    if (!g.fixed_reason.empty()) l["reason"] = g.fixed_reason;
+    layers.push_back(std::move(l));
+  }
+  return layers;
+}
+
+// The report's "groups" (layers that share channels); counts the prunable ones.
+json groups_report(const ChannelGraph& cg, const RateChoice& c, const PruneOptions& o, size_t& prunable_groups) {
+  json groups = json::array();
+  prunable_groups = 0;
+  for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
+    const Group& g = cg.groups[gi];
+    const GroupDecision& d = c.decisions[gi];
+    json members = json::array();
+    for (int li : g.layers) members.push_back(cg.layers[li].name);
+    json jg = {{"id", gi}, {"layers", members}, {"channels", g.classes.size()}, {"rate", d.rate},
+               {"kept_channels", static_cast<int64_t>(g.classes.size()) - d.removed},
+               {"pruning_error", d.error}, {"weight_elements", g.weight_numel},
+               {"prunable", g.fixed_reason.empty()}};
+    jg["threshold"] = d.threshold && g.fixed_reason.empty() ? json(*d.threshold) : json(nullptr);
+    if (o.data) {
+      jg["raw_threshold"] = c.raw_threshold[gi];
+      jg["sensitivity"] = c.group_sensitivity[gi];
+    }
+    if (!g.fixed_reason.empty()) jg["reason"] = g.fixed_reason;
+    else ++prunable_groups;
+    groups.push_back(std::move(jg));
+  }
+  return groups;
+}
+
+}  // namespace
+
 json run_prune_rate(const PruneOptions& o) {
   validate_options(o);
   const std::vector<double> grid = !o.rates.empty() ? o.rates : o.data ? data_rate_grid() : default_rate_grid();
@@ -162,114 +300,19 @@ json run_prune_rate(const PruneOptions& o) {
 
     const std::vector<char> all_kept(static_cast<size_t>(cg.id_count()), 1);
     const Costs before = count_costs(view, shapes, cg, all_kept);
-
-    std::vector<GroupDecision> decisions;
-    json target, data_report, raw_threshold = json::array(), group_sensitivity = json::array();
-    if (o.target_params_reduction || o.target_macs_reduction) {
-      const bool by_params = o.target_params_reduction.has_value();
-      const double goal = by_params ? *o.target_params_reduction : *o.target_macs_reduction;
-      // The derived rates change only where the threshold crosses a grid error: try each.
-      std::set<double> candidates{0.0};
-      for (const auto& g : cg.groups) {
-        if (!g.fixed_reason.empty()) continue;
-        const auto order = removal_order(g);
-        for (double r : grid) {
-          const int64_t k = removed_count(r, static_cast<int64_t>(g.classes.size()));
-          if (k < static_cast<int64_t>(g.classes.size())) candidates.insert(pruning_error(g, order, k));
-        }
-      }
-      double best_t = 0, best_diff = INFINITY, best_reached = 0;
-      for (double t : candidates) {
-        auto d = decide(cg, grid, [&](const Group&) { return std::optional<double>(t); });
-        const Costs after = count_costs(view, shapes, cg, kept_classes(cg, d));
-        const double reached = by_params ? reduction(before.params, after.params) : reduction(before.macs, after.macs);
-        if (std::fabs(reached - goal) < best_diff) {
-          best_diff = std::fabs(reached - goal);
-          best_t = t;
-          best_reached = reached;
-        }
-      }
-      decisions = decide(cg, grid, [&](const Group&) { return std::optional<double>(best_t); });
-      target = {{"metric", by_params ? "params" : "macs"}, {"goal", goal}, {"reached", best_reached}, {"threshold", best_t}};
-      spdlog::info("global threshold {:.6g} reaches a {} reduction of {:.4f} (target {:.4f})", best_t,
-                   by_params ? "parameter" : "MAC", best_reached, goal);
-    } else if (o.data) {
-      const DataThresholds th = data_thresholds(cg, *o.data, grid);
-      for (size_t gi = 0; gi < cg.groups.size(); ++gi)
-        decisions.push_back(th.scaled[gi] ? derive_rate(cg.groups[gi], *th.scaled[gi], grid) : GroupDecision{});
-      const NextBound nb = next_upper_bound(cg, th, decisions, grid);
-      data_report = o.data_info.is_object() ? o.data_info : json::object();
-      data_report["loss_before"] = o.data->loss_before;
-      data_report["loss"] = o.data->loss;
-      data_report["margin"] = o.data->margin;
-      data_report["upper_bound"] = {{"limit", th.limit}, {"used", th.bound}, {"raw_threshold_norm", th.raw_norm},
-                                    {"scaled", th.raw_norm > th.bound}, {"next_if_accepted", nb.accepted},
-                                    {"next_if_rejected", nb.rejected}};
-      for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
-        raw_threshold.push_back(th.raw[gi] ? json(*th.raw[gi]) : json(nullptr));
-        group_sensitivity.push_back(th.raw[gi] ? json(th.group_sensitivity[gi]) : json(nullptr));
-      }
-      spdlog::info("data-driven thresholds: L_before {:.6g}, L {:.6g}, margin {}, U {:.6g} (limit {:.6g}, ||th|| {:.6g})",
-                   o.data->loss_before, o.data->loss, o.data->margin, th.bound, th.limit, th.raw_norm);
-    } else if (o.uniform_rate) {
-      for (const auto& g : cg.groups) decisions.push_back(uniform_rate(g, *o.uniform_rate));
-    } else {
-      decisions = decide(cg, grid, [&](const Group& g) { return group_threshold(cg, g, o); });
-    }
-
-    const std::vector<char> kept = kept_classes(cg, decisions);
+    RateChoice choice = choose_rates(cg, view, shapes, before, grid, o);
+    const std::vector<char> kept = kept_classes(cg, choice.decisions);
     const Costs after = count_costs(view, shapes, cg, kept);
 
-    json layers = json::array();
-    for (const auto& L : cg.layers) {
-      const Group& g = cg.groups[L.group];
-      const GroupDecision& d = decisions[L.group];
-      int64_t kept_channels = 0;
-      json removed = json::array();
-      for (int64_t c = 0; c < L.channels; ++c) {
-        if (kept[cg.root(L.ids[c])]) ++kept_channels;
-        else removed.push_back(c);
-      }
-      json l = {{"name", L.name}, {"op", L.op}, {"weight", L.weight.name}, {"channels", L.channels},
-                {"group", L.group}, {"rate", d.rate}, {"kept_channels", kept_channels},
-                {"pruning_error", d.error}, {"prunable", g.fixed_reason.empty()}};
-      l["removed_channels"] = std::move(removed);
-      l["threshold"] = d.threshold && g.fixed_reason.empty() ? json(*d.threshold) : json(nullptr);  // null: not applied
-      if (o.data) {
-        auto it = o.data->sensitivity.find(L.weight.name);
-        l["sensitivity"] = it != o.data->sensitivity.end() ? json(it->second) : json(nullptr);
-        l["weight_elements"] = L.weight_numel;
-      }
-      if (!g.fixed_reason.empty()) l["reason"] = g.fixed_reason;
-      layers.push_back(std::move(l));
-    }
-    json groups = json::array();
     size_t prunable_groups = 0;
-    for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
-      const Group& g = cg.groups[gi];
-      json members = json::array();
-      for (int li : g.layers) members.push_back(cg.layers[li].name);
-      json jg = {{"id", gi}, {"layers", members}, {"channels", g.classes.size()}, {"rate", decisions[gi].rate},
-                 {"kept_channels", static_cast<int64_t>(g.classes.size()) - decisions[gi].removed},
-                 {"pruning_error", decisions[gi].error}, {"weight_elements", g.weight_numel},
-                 {"prunable", g.fixed_reason.empty()}};
-      jg["threshold"] = decisions[gi].threshold && g.fixed_reason.empty() ? json(*decisions[gi].threshold) : json(nullptr);
-      if (o.data) {
-        jg["raw_threshold"] = raw_threshold[gi];
-        jg["sensitivity"] = group_sensitivity[gi];
-      }
-      if (!g.fixed_reason.empty()) jg["reason"] = g.fixed_reason;
-      else ++prunable_groups;
-      groups.push_back(std::move(jg));
-    }
+    json groups = groups_report(cg, choice, o, prunable_groups);
     if (prunable_groups == 0)
       spdlog::warn("'{}' has no prunable layer{}; nothing is pruned", o.model.string(), o.keep.empty() ? "" : " left after --keep");
-
     report = {{"model", o.model.string()},
               {"output", o.output ? json(o.output->string()) : json(nullptr)},
               {"rates", grid},
-              {"layers", layers},
-              {"groups", groups},
+              {"layers", layers_report(cg, choice.decisions, kept, o)},
+              {"groups", std::move(groups)},
               {"totals",
                {{"params_before", before.params}, {"params_after", after.params},
                 {"params_reduction", reduction(before.params, after.params)},
@@ -279,12 +322,12 @@ json run_prune_rate(const PruneOptions& o) {
     if (!o.keep.empty()) report["keep"] = o.keep;
     if (o.threshold) report["threshold"] = *o.threshold;
     if (o.uniform_rate) report["uniform_rate"] = *o.uniform_rate;
-    if (!target.is_null()) report["target"] = target;
+    if (!choice.target.is_null()) report["target"] = choice.target;
     if (o.data) {
       bool changed = false;
-      for (const auto& d : decisions) changed = changed || d.removed > 0;
-      data_report["pruned_any"] = changed;  // false: the search ends (no layer changes)
-      report["data_driven"] = data_report;
+      for (const auto& d : choice.decisions) changed = changed || d.removed > 0;
+      choice.data_report["pruned_any"] = changed;  // false: the search ends (no layer changes)
+      report["data_driven"] = choice.data_report;
     }
 
     if (o.output) {
