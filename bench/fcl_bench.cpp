@@ -52,14 +52,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const long long v = std::atoll(argv[i + 1]);
-    if (a == "--batch") batch = v;
-    else if (a == "--channels") C = v;
-    else if (a == "--size") S = v;
-    else if (a == "--outputs") O = v;
-    else if (a == "--rank") R = v;
-    else if (a == "--threads") threads = static_cast<int>(v);
-    else if (a == "--warmup") warmup = static_cast<int>(v);
-    else if (a == "--iterations") iterations = static_cast<int>(v);
+    if (a == "--batch")
+      batch = v;
+    else if (a == "--channels")
+      C = v;
+    else if (a == "--size")
+      S = v;
+    else if (a == "--outputs")
+      O = v;
+    else if (a == "--rank")
+      R = v;
+    else if (a == "--threads")
+      threads = static_cast<int>(v);
+    else if (a == "--warmup")
+      warmup = static_cast<int>(v);
+    else if (a == "--iterations")
+      iterations = static_cast<int>(v);
     else {
       std::fprintf(stderr, "fcl_bench: unknown option %s\n", a.c_str());
       return 1;
@@ -82,15 +90,21 @@ int main(int argc, char** argv) {
   };
   const int64_t dense_macs = batch * O * F, sparse_macs = batch * HW * R * C + batch * O * R * HW;
   line("dense", "forward", median_ms(warmup, iterations, [&] { (void)gemm_forward(xflat, W, b, gp); }), dense_macs);
-  line("dense", "backward", median_ms(warmup, iterations, [&] {
-         Tensor gA, gB, gC;
-         gemm_backward(xflat, W, b, gp, gy, &gA, &gB, &gC);
-       }), 2 * dense_macs);
+  line("dense", "backward",
+       median_ms(warmup, iterations,
+                 [&] {
+                   Tensor gA, gB, gC;
+                   gemm_backward(xflat, W, b, gp, gy, &gA, &gB, &gC);
+                 }),
+       2 * dense_macs);
   SparseFclSaved saved;
   line("sparse", "forward", median_ms(warmup, iterations, [&] { (void)sparse_fcl_forward(x, A, a, B, b, &saved); }), sparse_macs);
-  line("sparse", "backward", median_ms(warmup, iterations, [&] {
-         Tensor gx, gA, ga, gB, gb;
-         sparse_fcl_backward(x, A, B, saved, gy, &gx, &gA, &ga, &gB, &gb);
-       }), 2 * sparse_macs);
+  line("sparse", "backward",
+       median_ms(warmup, iterations,
+                 [&] {
+                   Tensor gx, gA, ga, gB, gb;
+                   sparse_fcl_backward(x, A, B, saved, gy, &gx, &gA, &ga, &gB, &gb);
+                 }),
+       2 * sparse_macs);
   return 0;
 }

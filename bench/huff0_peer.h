@@ -29,20 +29,21 @@ typedef enum { HUF_repeat_none, HUF_repeat_check, HUF_repeat_valid } HUF_repeat;
 size_t HUF_compressBound(size_t size);
 unsigned HUF_isError(size_t code);
 const char* HUF_getErrorName(size_t code);
-size_t HUF_compress4X_repeat(void* dst, size_t dstSize, const void* src, size_t srcSize, unsigned maxSymbolValue, unsigned tableLog,
-                             void* workSpace, size_t wkspSize, HUF_CElt* hufTable, HUF_repeat* repeat, int flags);
-size_t HUF_decompress4X_hufOnly_wksp(HUF_DTable* dctx, void* dst, size_t dstSize, const void* cSrc, size_t cSrcSize, void* workSpace,
-                                     size_t wkspSize, int flags);
+size_t HUF_compress4X_repeat(void* dst, size_t dstSize, const void* src, size_t srcSize, unsigned maxSymbolValue,
+                             unsigned tableLog, void* workSpace, size_t wkspSize, HUF_CElt* hufTable, HUF_repeat* repeat,
+                             int flags);
+size_t HUF_decompress4X_hufOnly_wksp(HUF_DTable* dctx, void* dst, size_t dstSize, const void* cSrc, size_t cSrcSize,
+                                     void* workSpace, size_t wkspSize, int flags);
 }
 
 namespace huff0_peer {
 
-constexpr size_t kBlock = 128 * 1024;        // HUF_BLOCKSIZE_MAX
-constexpr unsigned kTableLog = 11;           // HUF_TABLELOG_DEFAULT
-constexpr unsigned kTableLogMax = 12;        // HUF_TABLELOG_MAX
+constexpr size_t kBlock = 128 * 1024;  // HUF_BLOCKSIZE_MAX
+constexpr unsigned kTableLog = 11;     // HUF_TABLELOG_DEFAULT
+constexpr unsigned kTableLogMax = 12;  // HUF_TABLELOG_MAX
 constexpr size_t kCWorkspace = (8 << 10) + 512;
 constexpr size_t kDWorkspace = (2 << 10) + (1 << 9);
-constexpr int kFlagBmi2 = 1;                 // HUF_flags_bmi2 (libzstd.a is built with DYNAMIC_BMI2)
+constexpr int kFlagBmi2 = 1;  // HUF_flags_bmi2 (libzstd.a is built with DYNAMIC_BMI2)
 
 struct Codec {
   std::vector<uint64_t> cwork = std::vector<uint64_t>(kCWorkspace / 8);
@@ -57,8 +58,8 @@ struct Codec {
     for (size_t pos = 0; pos < in.size(); pos += kBlock) {
       const size_t n = std::min(kBlock, in.size() - pos);
       uint8_t* body = op + 4;
-      size_t r = HUF_compress4X_repeat(body, HUF_compressBound(kBlock), in.data() + pos, n, 255, kTableLog, cwork.data(), kCWorkspace,
-                                       nullptr, nullptr, flags);
+      size_t r = HUF_compress4X_repeat(body, HUF_compressBound(kBlock), in.data() + pos, n, 255, kTableLog, cwork.data(),
+                                       kCWorkspace, nullptr, nullptr, flags);
       if (HUF_isError(r)) throw std::runtime_error(HUF_getErrorName(r));
       uint32_t mode = 2;
       if (r == 0 || r >= n) {
@@ -86,11 +87,14 @@ struct Codec {
       ip += 4;
       const size_t r = h & 0x3FFFFFFFu;
       if (ip + r > end) throw std::runtime_error("huff0 peer: truncated");
-      if (h >> 30 == 0) std::memcpy(out.data() + pos, ip, n);
-      else if (h >> 30 == 1) std::memset(out.data() + pos, ip[0], n);
+      if (h >> 30 == 0)
+        std::memcpy(out.data() + pos, ip, n);
+      else if (h >> 30 == 1)
+        std::memset(out.data() + pos, ip[0], n);
       else {
         dtable[0] = kTableLogMax * 0x01000001u;
-        const size_t e = HUF_decompress4X_hufOnly_wksp(dtable.data(), out.data() + pos, n, ip, r, dwork.data(), kDWorkspace, flags);
+        const size_t e =
+            HUF_decompress4X_hufOnly_wksp(dtable.data(), out.data() + pos, n, ip, r, dwork.data(), kDWorkspace, flags);
         if (HUF_isError(e) || e != n) throw std::runtime_error("huff0 peer: decode failed");
       }
       ip += r;

@@ -29,10 +29,10 @@
 namespace hpcnn::huffman {
 void encode_chunk_A(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out);
 void encode_chunk_B(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out);
-void decode_chunk_A(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out, DecoderScratch& scratch,
-                    uint64_t index, uint64_t offset);
-void decode_chunk_B(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out, DecoderScratch& scratch,
-                    uint64_t index, uint64_t offset);
+void decode_chunk_A(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out,
+                    DecoderScratch& scratch, uint64_t index, uint64_t offset);
+void decode_chunk_B(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& fh, int threads, uint8_t* out,
+                    DecoderScratch& scratch, uint64_t index, uint64_t offset);
 void set_quad_pack_enabled_B(bool enabled);
 __attribute__((weak)) void set_quad_pack_enabled_A(bool enabled);  // absent where A predates quad_pack.cpp
 }  // namespace hpcnn::huffman
@@ -79,7 +79,10 @@ int main(int argc, char** argv) {
   const bool enc = std::strcmp(argv[1], "enc") == 0;
   const int pairs = std::atoi(argv[2]);
   FileHeader fh;
-  const auto env_on = [](const char* name) { const char* v = std::getenv(name); return v && *v == '1'; };
+  const auto env_on = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v == '1';
+  };
   if (env_on("HUFFMAN_AB_NO_QUAD") || env_on("HUFFMAN_AB_B_NO_QUAD")) set_quad_pack_enabled_B(false);
   if (env_on("HUFFMAN_AB_NO_QUAD") && set_quad_pack_enabled_A) set_quad_pack_enabled_A(false);
   if (env_on("HUFFMAN_AB_NO_GAP_ARRAY")) fh.flags = 0;
@@ -107,7 +110,8 @@ int main(int argc, char** argv) {
     decode_all(decode_chunk_A, cb, fh, oa, sa);
     decode_all(decode_chunk_B, cb, fh, ob, sb);
     if (oa != in || ob != in) {
-      std::printf("%s: a decoder returned other bytes than the input (A %s, B %s)\n", argv[a], oa == in ? "ok" : "wrong", ob == in ? "ok" : "wrong");
+      std::printf("%s: a decoder returned other bytes than the input (A %s, B %s)\n", argv[a], oa == in ? "ok" : "wrong",
+                  ob == in ? "ok" : "wrong");
       status = 1;
     }
     double best_a = 1e30, best_b = 1e30;
@@ -120,10 +124,11 @@ int main(int argc, char** argv) {
       ratios.push_back(ta / tb);
     }
     std::sort(ratios.begin(), ratios.end());
-    const double median = ratios.size() % 2 ? ratios[ratios.size() / 2] : (ratios[ratios.size() / 2 - 1] + ratios[ratios.size() / 2]) / 2;
+    const double median =
+        ratios.size() % 2 ? ratios[ratios.size() / 2] : (ratios[ratios.size() / 2 - 1] + ratios[ratios.size() / 2]) / 2;
     const char* name = std::strrchr(argv[a], '/') ? std::strrchr(argv[a], '/') + 1 : argv[a];
-    std::printf("%-28s %s  A %6.0f MB/s  B %6.0f MB/s  best B/A %.3f  median of %d pairs B/A %.3f\n", name, enc ? "encode" : "decode",
-                in.size() / best_a / 1e6, in.size() / best_b / 1e6, best_a / best_b, pairs, median);
+    std::printf("%-28s %s  A %6.0f MB/s  B %6.0f MB/s  best B/A %.3f  median of %d pairs B/A %.3f\n", name,
+                enc ? "encode" : "decode", in.size() / best_a / 1e6, in.size() / best_b / 1e6, best_a / best_b, pairs, median);
   }
   return status;
 }

@@ -112,7 +112,6 @@ struct Row {
   double enc1 = 0, dec1 = 0, encN = 0, decN = 0, zenc = 0, zdec = 0, henc = 0, hdec = 0;  // seconds
 };
 
-
 // --gpu: the CUDA codec on the concatenation of the files (repeated to at least 1 GiB when the
 // files are smaller), kernels only and end to end (host buffers in and out), with and without
 // gap arrays, beside the CPU codec on all cores in the same run.
@@ -160,7 +159,10 @@ void gpu_section(const std::vector<std::string>& files, int repeat) {
       }
       dec_e = std::min(dec_e, std::chrono::duration<double>(Clock::now() - t0).count());
       dec_k = std::min(dec_k, k);
-      if (out != in) { std::fprintf(stderr, "GPU round trip failed\n"); std::exit(2); }
+      if (out != in) {
+        std::fprintf(stderr, "GPU round trip failed\n");
+        std::exit(2);
+      }
       Encoded e;
       DecoderScratch scratch;
       t0 = Clock::now();
@@ -170,8 +172,10 @@ void gpu_section(const std::vector<std::string>& files, int repeat) {
       decode_all(e, fh, hpcnn::default_thread_count(), out, scratch);
       cpu_dec = std::min(cpu_dec, std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    std::printf("%-28s %12.1f %12.2f %12.2f\n", gaps ? "encode (gap arrays)" : "encode (no gap arrays)", gb / enc_k, gb / enc_e, gb / cpu_enc);
-    std::printf("%-28s %12.1f %12.2f %12.2f\n", gaps ? "decode (gap arrays)" : "decode (self-synchronizing)", gb / dec_k, gb / dec_e, gb / cpu_dec);
+    std::printf("%-28s %12.1f %12.2f %12.2f\n", gaps ? "encode (gap arrays)" : "encode (no gap arrays)", gb / enc_k, gb / enc_e,
+                gb / cpu_enc);
+    std::printf("%-28s %12.1f %12.2f %12.2f\n", gaps ? "decode (gap arrays)" : "decode (self-synchronizing)", gb / dec_k,
+                gb / dec_e, gb / cpu_dec);
   }
   std::printf("goal on one H200: >= 100 GB/s kernel throughput for encode and gap-array decode\n");
 }
@@ -186,12 +190,18 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "--repeat" && i + 1 < argc) repeat = std::atoi(argv[++i]);
-    else if (a == "--burst-ms" && i + 1 < argc) burst_s = std::atof(argv[++i]) / 1e3;
-    else if (a == "--gpu") gpu = true;
-    else if (a == "--reference" && i + 1 < argc) reference = argv[++i];
-    else files.push_back(a);
+    if (a == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--repeat" && i + 1 < argc)
+      repeat = std::atoi(argv[++i]);
+    else if (a == "--burst-ms" && i + 1 < argc)
+      burst_s = std::atof(argv[++i]) / 1e3;
+    else if (a == "--gpu")
+      gpu = true;
+    else if (a == "--reference" && i + 1 < argc)
+      reference = argv[++i];
+    else
+      files.push_back(a);
   }
   if (files.empty()) {
     std::fprintf(stderr, "usage: huffman_bench [--threads N] [--repeat R] [--burst-ms MS] [--reference TSV] [--gpu] FILE...\n");
@@ -212,7 +222,10 @@ int main(int argc, char** argv) {
   std::vector<Bench> benches;
   for (const auto& f : files) {
     std::ifstream s(f, std::ios::binary);
-    if (!s) { std::fprintf(stderr, "cannot read %s\n", f.c_str()); return 1; }
+    if (!s) {
+      std::fprintf(stderr, "cannot read %s\n", f.c_str());
+      return 1;
+    }
     std::vector<uint8_t> in((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
     if (in.empty()) continue;
     Bench& b = benches.emplace_back();
@@ -253,54 +266,86 @@ int main(int argc, char** argv) {
       Row& r = b.r;
       timed(r.enc1, [&] { encode_all(b.in, fh, 1, b.e); });
       timed(r.dec1, [&] { decode_all(b.e, fh, 1, b.out, b.scratch); });
-      if (b.out != b.in) { std::fprintf(stderr, "round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+      if (b.out != b.in) {
+        std::fprintf(stderr, "round trip failed: %s\n", r.name.c_str());
+        std::exit(2);
+      }
       timed(r.zenc, [&] { r.zlib = zlib_huffman(b.in, b.z); });
       timed(r.zdec, [&] { zlib_inflate(b.z, r.zlib, b.back); });
 #if defined(HPCNN_HAVE_ZLIB)
-      if (b.back != b.in) { std::fprintf(stderr, "zlib round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+      if (b.back != b.in) {
+        std::fprintf(stderr, "zlib round trip failed: %s\n", r.name.c_str());
+        std::exit(2);
+      }
 #endif
 #if defined(HPCNN_HAVE_HUFF0)
       timed(r.henc, [&] { r.huff0 = huff0.encode(b.in, b.h); });
       timed(r.hdec, [&] { huff0.decode(b.h, r.huff0, b.back); });
-      if (b.back != b.in) { std::fprintf(stderr, "huff0 round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+      if (b.back != b.in) {
+        std::fprintf(stderr, "huff0 round trip failed: %s\n", r.name.c_str());
+        std::exit(2);
+      }
 #endif
       timed(r.encN, [&] { encode_all(b.in, fh, threads, b.e); });
       timed(r.decN, [&] { decode_all(b.e, fh, threads, b.out, b.scratch); });
-      if (b.out != b.in) { std::fprintf(stderr, "round trip failed: %s\n", r.name.c_str()); std::exit(2); }
+      if (b.out != b.in) {
+        std::fprintf(stderr, "round trip failed: %s\n", r.name.c_str());
+        std::exit(2);
+      }
       r.ours = b.e.bytes;
     }
   }
   for (const Bench& b : benches) rows.push_back(b.r);
   auto mbs = [](size_t n, double s) { return s > 1e29 ? 0.0 : static_cast<double>(n) / s / 1e6; };
-  std::printf("%-22s %10s %10s %10s %10s %10s %10s %10s | %8s %8s %8s %8s | %8s %8s %8s %8s\n", "file", "size", "entropy", "zlib-huff",
-              "huff0", "ours S=256", "S=128", "no-gap", "enc T=1", "dec T=1", "enc T=N", "dec T=N", "zlib enc", "zlib dec", "huff0 enc",
-              "huff0 dec");
+  std::printf("%-22s %10s %10s %10s %10s %10s %10s %10s | %8s %8s %8s %8s | %8s %8s %8s %8s\n", "file", "size", "entropy",
+              "zlib-huff", "huff0", "ours S=256", "S=128", "no-gap", "enc T=1", "dec T=1", "enc T=N", "dec T=N", "zlib enc",
+              "zlib dec", "huff0 enc", "huff0 dec");
   Row tot;
   tot.name = "TOTAL";
   auto print = [&](const Row& r) {
-    std::printf("%-22s %10zu %10.0f %10zu %10zu %10zu %10zu %10zu | %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f %8.0f %8.0f\n", r.name.c_str(), r.size,
-                r.entropy, r.zlib, r.huff0, r.ours, r.ours128, r.ours_nogap, mbs(r.size, r.enc1), mbs(r.size, r.dec1), mbs(r.size, r.encN),
-                mbs(r.size, r.decN), mbs(r.size, r.zenc), mbs(r.size, r.zdec), mbs(r.size, r.henc), mbs(r.size, r.hdec));
+    std::printf("%-22s %10zu %10.0f %10zu %10zu %10zu %10zu %10zu | %8.0f %8.0f %8.0f %8.0f | %8.0f %8.0f %8.0f %8.0f\n",
+                r.name.c_str(), r.size, r.entropy, r.zlib, r.huff0, r.ours, r.ours128, r.ours_nogap, mbs(r.size, r.enc1),
+                mbs(r.size, r.dec1), mbs(r.size, r.encN), mbs(r.size, r.decN), mbs(r.size, r.zenc), mbs(r.size, r.zdec),
+                mbs(r.size, r.henc), mbs(r.size, r.hdec));
   };
   for (const auto& r : rows) {
     print(r);
-    tot.size += r.size; tot.entropy += r.entropy; tot.zlib += r.zlib; tot.huff0 += r.huff0; tot.ours += r.ours; tot.ours128 += r.ours128;
-    tot.ours_nogap += r.ours_nogap; tot.enc1 += r.enc1; tot.dec1 += r.dec1; tot.encN += r.encN; tot.decN += r.decN;
-    tot.zenc += r.zenc; tot.zdec += r.zdec; tot.henc += r.henc; tot.hdec += r.hdec;
+    tot.size += r.size;
+    tot.entropy += r.entropy;
+    tot.zlib += r.zlib;
+    tot.huff0 += r.huff0;
+    tot.ours += r.ours;
+    tot.ours128 += r.ours128;
+    tot.ours_nogap += r.ours_nogap;
+    tot.enc1 += r.enc1;
+    tot.dec1 += r.dec1;
+    tot.encN += r.encN;
+    tot.decN += r.decN;
+    tot.zenc += r.zenc;
+    tot.zdec += r.zdec;
+    tot.henc += r.henc;
+    tot.hdec += r.hdec;
   }
   const Row& t = tot;
   if (rows.size() > 1) print(t);
-  std::printf("(sizes in bytes, speeds in MB/s of original data, in memory; T=N is %d threads; best of %d rounds of >= %.0f ms bursts)\n\n",
-              threads, repeat, burst_s * 1e3);
-  const double gap_cost = 100.0 * (static_cast<double>(t.ours) / t.zlib - 1), nogap_cost = 100.0 * (static_cast<double>(t.ours_nogap) / t.zlib - 1);
+  std::printf(
+      "(sizes in bytes, speeds in MB/s of original data, in memory; T=N is %d threads; best of %d rounds of >= %.0f ms "
+      "bursts)\n\n",
+      threads, repeat, burst_s * 1e3);
+  const double gap_cost = 100.0 * (static_cast<double>(t.ours) / t.zlib - 1),
+               nogap_cost = 100.0 * (static_cast<double>(t.ours_nogap) / t.zlib - 1);
   const double enc_x = t.zenc / t.enc1, dec_x = t.zdec / t.dec1, enc_scale = t.enc1 / t.encN, dec_scale = t.dec1 / t.decN;
   auto verdict = [](bool ok) { return ok ? "met" : "NOT met"; };
-  std::printf("size vs zlib Huffman-only: S=256 %+.2f%% (goal <= +2%%: %s), no gap array %+.2f%% (goal <= 0%%: %s), S=128 %+.2f%%\n",
-              gap_cost, verdict(gap_cost <= 2), nogap_cost, verdict(nogap_cost <= 0), 100.0 * (static_cast<double>(t.ours128) / t.zlib - 1));
+  std::printf(
+      "size vs zlib Huffman-only: S=256 %+.2f%% (goal <= +2%%: %s), no gap array %+.2f%% (goal <= 0%%: %s), S=128 %+.2f%%\n",
+      gap_cost, verdict(gap_cost <= 2), nogap_cost, verdict(nogap_cost <= 0),
+      100.0 * (static_cast<double>(t.ours128) / t.zlib - 1));
 #if defined(HPCNN_HAVE_HUFF0)
   const double henc_x = t.henc / t.enc1, hdec_x = t.hdec / t.dec1;
-  std::printf("single-thread speed vs huff0 (S=256): encode %.2fx (goal >= 1: %s), decode %.2fx (goal >= 1: %s); huff0 size %+.2f%% vs zlib\n",
-              henc_x, verdict(henc_x >= 1), hdec_x, verdict(hdec_x >= 1), 100.0 * (static_cast<double>(t.huff0) / t.zlib - 1));
+  std::printf(
+      "single-thread speed vs huff0 (S=256): encode %.2fx (goal >= 1: %s), decode %.2fx (goal >= 1: %s); huff0 size %+.2f%% vs "
+      "zlib\n",
+      henc_x, verdict(henc_x >= 1), hdec_x, verdict(hdec_x >= 1), 100.0 * (static_cast<double>(t.huff0) / t.zlib - 1));
 #else
   std::printf("single-thread speed vs huff0: not measured (built without libzstd.a)\n");
 #endif
@@ -310,7 +355,10 @@ int main(int argc, char** argv) {
               verdict(enc_scale >= 1.7 && dec_scale >= 1.7));
   if (!reference.empty()) {
     std::ifstream ref(reference);
-    if (!ref) { std::fprintf(stderr, "cannot read %s\n", reference.c_str()); return 1; }
+    if (!ref) {
+      std::fprintf(stderr, "cannot read %s\n", reference.c_str());
+      return 1;
+    }
     std::map<std::string, std::pair<double, double>> before;
     std::string line;
     while (std::getline(ref, line)) {
@@ -332,8 +380,9 @@ int main(int argc, char** argv) {
         if (change > worst) worst = change, worst_name = r.name;
     }
     if (compared > 0)
-      std::printf("per file vs the reference %s (%d files, S=256 and no gap array): largest change %+.3f%% (%s) (goal <= +0.2%%: %s)\n",
-                  reference.c_str(), compared, worst, worst_name.c_str(), verdict(worst <= 0.2));
+      std::printf(
+          "per file vs the reference %s (%d files, S=256 and no gap array): largest change %+.3f%% (%s) (goal <= +0.2%%: %s)\n",
+          reference.c_str(), compared, worst, worst_name.c_str(), verdict(worst <= 0.2));
   }
   if (gpu) gpu_section(files, repeat);
   return 0;

@@ -98,15 +98,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--threads" && has_value) threads = std::atoi(argv[++i]);
-    else if (a == "--batch" && has_value) batch = std::atoi(argv[++i]);
-    else if (a == "--warmup" && has_value) warmup = std::atoi(argv[++i]);
-    else if (a == "--steps" && has_value) steps = std::atoi(argv[++i]);
-    else if (a == "--lr" && has_value) lr = std::strtof(argv[++i], nullptr);
-    else if (a == "--seed" && has_value) seed = static_cast<unsigned>(std::atoi(argv[++i]));
-    else if (!a.empty() && a[0] == '-') usage(("unknown or incomplete option " + a).c_str());
-    else if (path.empty()) path = a;
-    else usage("more than one model given");
+    if (a == "--threads" && has_value)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--batch" && has_value)
+      batch = std::atoi(argv[++i]);
+    else if (a == "--warmup" && has_value)
+      warmup = std::atoi(argv[++i]);
+    else if (a == "--steps" && has_value)
+      steps = std::atoi(argv[++i]);
+    else if (a == "--lr" && has_value)
+      lr = std::strtof(argv[++i], nullptr);
+    else if (a == "--seed" && has_value)
+      seed = static_cast<unsigned>(std::atoi(argv[++i]));
+    else if (!a.empty() && a[0] == '-')
+      usage(("unknown or incomplete option " + a).c_str());
+    else if (path.empty())
+      path = a;
+    else
+      usage("more than one model given");
   }
   if (path.empty()) usage("no model given");
   if (threads < 0 || batch < 1 || warmup < 0 || steps < 1) usage("bad --threads/--batch/--warmup/--steps");

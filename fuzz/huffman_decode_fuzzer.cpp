@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   ::lseek(fd, 0, SEEK_SET);
   try {
-    hpcnn::huffman::decode_stream(fd, [](const uint8_t*, size_t) {}, 2);
+    hpcnn::huffman::decode_stream(
+        fd, [](const uint8_t*, size_t) {}, 2);
   } catch (const hpcnn::Error&) {
   }
   ::close(fd);

@@ -19,8 +19,7 @@ namespace hpcnn::bn {
 namespace {
 
 std::string node_label(const onnx::NodeProto& n) {
-  return "node '" + (n.name().empty() ? (n.output_size() ? n.output(0) : std::string("?")) : n.name()) +
-         "' (BatchNormalization)";
+  return "node '" + (n.name().empty() ? (n.output_size() ? n.output(0) : std::string("?")) : n.name()) + "' (BatchNormalization)";
 }
 
 std::string node_name(const onnx::NodeProto& n) { return n.name().empty() && n.output_size() ? n.output(0) : n.name(); }
@@ -85,13 +84,15 @@ void check_inference_form(const onnx::NodeProto& n, const std::string& origin) {
   const std::string who = node_label(n) + " of " + origin;
   if (onnxu::attr_int(n, "training_mode", 0) != 0)
     throw_error(ErrorKind::unsupported,
-                who + " has training_mode = 1: by the ONNX spec it normalises with each batch's own statistics and never reads "
-                      "running_mean/running_var, so polished statistics would change nothing; export it in inference form "
-                      "(training_mode = 0, e.g. PyTorch's model.eval() before torch.onnx.export) and polish that");
+                who +
+                    " has training_mode = 1: by the ONNX spec it normalises with each batch's own statistics and never reads "
+                    "running_mean/running_var, so polished statistics would change nothing; export it in inference form "
+                    "(training_mode = 0, e.g. PyTorch's model.eval() before torch.onnx.export) and polish that");
   if (onnxu::attr_int(n, "spatial", 1) != 1)
     throw_error(ErrorKind::unsupported, who + " has spatial = 0: its statistics are per activation, not per channel");
   if (const auto* a = onnxu::find_attribute(n, "is_test"); a && a->i() == 0)
-    throw_error(ErrorKind::unsupported, who + " has is_test = 0 (the training form of opset 1-6): its running statistics are not read");
+    throw_error(ErrorKind::unsupported,
+                who + " has is_test = 0 (the training form of opset 1-6): its running statistics are not read");
 }
 
 }  // namespace
@@ -149,8 +150,8 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
                                                 "' is not a float initializer");
       auto [it, fresh] = owner.emplace(name, node_label(n));
       if (!fresh)
-        throw_error(ErrorKind::unsupported, node_label(n) + " of " + origin + " shares its statistics '" + name +
-                                                "' with " + it->second + ": they cannot be re-estimated separately");
+        throw_error(ErrorKind::unsupported, node_label(n) + " of " + origin + " shares its statistics '" + name + "' with " +
+                                                it->second + ": they cannot be re-estimated separately");
     }
   }
   for (const auto& bn : nodes) {

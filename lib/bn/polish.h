@@ -47,16 +47,16 @@
 namespace hpcnn::bn {
 
 struct PolishOptions {
-  int64_t samples = 0;            // K: the first K samples of the data (0: all of them)
-  int64_t batch_size = 256;       // samples per forward batch
-  data::AugmentOptions normalise; // mean/std (crop and flip are ignored)
+  int64_t samples = 0;             // K: the first K samples of the data (0: all of them)
+  int64_t batch_size = 256;        // samples per forward batch
+  data::AugmentOptions normalise;  // mean/std (crop and flip are ignored)
 };
 
 struct LayerStatistics {
-  std::string node;                   // the node's name (or its output's when it has none)
-  std::string input;                  // X, the value whose moments are taken
+  std::string node;   // the node's name (or its output's when it has none)
+  std::string input;  // X, the value whose moments are taken
   int64_t channels = 0;
-  int pass = 0;                       // the pass (0-based) that computed it
+  int pass = 0;                           // the pass (0-based) that computed it
   std::vector<double> old_mean, old_var;  // the initializers as read
   std::vector<double> new_mean, new_var;  // as written (the double moments rounded to float)
 };
@@ -69,7 +69,7 @@ struct PolishResult {
 
 // The BatchNormalization nodes of `model` and the pass each belongs to (depth), in graph order.
 struct BatchNormNode {
-  int node = 0;     // index in graph.node
+  int node = 0;  // index in graph.node
   int pass = 0;
 };
 std::vector<BatchNormNode> batchnorm_passes(const onnx::ModelProto& model);

@@ -73,8 +73,8 @@ void create_parent_folders(const std::filesystem::path& target) {
     walked /= part;
     const auto st = fs::status(walked, ec);
     if (fs::exists(st) && !fs::is_directory(st))
-      throw_error(ErrorKind::io, "cannot create the folder of '" + target.string() + "': '" + walked.string() +
-                                     "' exists and is not a folder");
+      throw_error(ErrorKind::io,
+                  "cannot create the folder of '" + target.string() + "': '" + walked.string() + "' exists and is not a folder");
   }
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
@@ -121,11 +121,16 @@ AtomicFile::AtomicFile(std::filesystem::path target, bool overwrite) : target_(s
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (fd_ < 0) {
     errno = err;
-    throw_error(ErrorKind::io, "cannot create a temporary file in '" + dir.string() + "' for '" +
-                                   target_.string() + "': " + errno_text());
+    throw_error(ErrorKind::io,
+                "cannot create a temporary file in '" + dir.string() + "' for '" + target_.string() + "': " + errno_text());
   }
   temp_ = templ;
-  ::fchmod(fd_, 0644 & ~[] { mode_t m = ::umask(0); ::umask(m); return m; }());
+  ::fchmod(
+      fd_, 0644 & ~[] {
+        mode_t m = ::umask(0);
+        ::umask(m);
+        return m;
+      }());
 }
 
 AtomicFile::~AtomicFile() {
@@ -157,16 +162,14 @@ void AtomicFile::commit() {
     if (::futimens(fd_, times) != 0)
       throw_error(ErrorKind::io, "cannot set the modification time of '" + temp_.string() + "': " + errno_text());
   }
-  if (::fsync(fd_) != 0)
-    throw_error(ErrorKind::io, "cannot flush '" + target_.string() + "': " + errno_text());
+  if (::fsync(fd_) != 0) throw_error(ErrorKind::io, "cannot flush '" + target_.string() + "': " + errno_text());
   if (::close(fd_) != 0) {
     fd_ = -1;
     throw_error(ErrorKind::io, "cannot close '" + target_.string() + "': " + errno_text());
   }
   fd_ = -1;
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
-    throw_error(ErrorKind::io, "cannot rename '" + temp_.string() + "' to '" + target_.string() +
-                                   "': " + errno_text());
+    throw_error(ErrorKind::io, "cannot rename '" + temp_.string() + "' to '" + target_.string() + "': " + errno_text());
   committed_ = true;
   unregister_temp(slot_);
   slot_ = -1;

@@ -7,6 +7,6 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #else
-#include <xxhash.h>
 #include <xxh_x86dispatch.h>
+#include <xxhash.h>
 #endif

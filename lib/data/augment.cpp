@@ -23,11 +23,12 @@ std::string exact(double v) {
 constexpr double kMaxRatio = 1e4;
 
 void check_range(const std::array<double, 2>& r, const char* what, double max, bool max_inclusive) {
-  const bool ok = std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] > 0 && r[0] <= r[1] &&
-                  (max_inclusive ? r[1] <= max : r[1] < max);
+  const bool ok =
+      std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] > 0 && r[0] <= r[1] && (max_inclusive ? r[1] <= max : r[1] < max);
   if (!ok)
     throw_error(ErrorKind::usage, std::string("augmentation: ") + what + " must be [min, max] with 0 < min <= max " +
-                                      (max_inclusive ? "<= " : "< ") + exact(max) + ", got [" + exact(r[0]) + ", " + exact(r[1]) + "]");
+                                      (max_inclusive ? "<= " : "< ") + exact(max) + ", got [" + exact(r[0]) + ", " + exact(r[1]) +
+                                      "]");
 }
 
 void check_ratio(const std::array<double, 2>& r, const char* what) {
@@ -62,8 +63,10 @@ void draw_resized_crop(const AugmentOptions& o, std::mt19937_64& rng, int64_t H,
   }
   const double in_ratio = static_cast<double>(W) / static_cast<double>(H);
   int64_t w = W, h = H;
-  if (in_ratio < o.resized_ratio[0]) h = std::clamp<int64_t>(round_half_even(static_cast<double>(W) / o.resized_ratio[0]), 1, H);
-  else if (in_ratio > o.resized_ratio[1]) w = std::clamp<int64_t>(round_half_even(static_cast<double>(H) * o.resized_ratio[1]), 1, W);
+  if (in_ratio < o.resized_ratio[0])
+    h = std::clamp<int64_t>(round_half_even(static_cast<double>(W) / o.resized_ratio[0]), 1, H);
+  else if (in_ratio > o.resized_ratio[1])
+    w = std::clamp<int64_t>(round_half_even(static_cast<double>(H) * o.resized_ratio[1]), 1, W);
   d.crop_h = static_cast<int>(h);
   d.crop_w = static_cast<int>(w);
   d.crop_y = static_cast<int>((H - h) / 2);
@@ -132,8 +135,8 @@ Normalizer::Normalizer(const SampleInfo& sample, const std::vector<float>& mean,
   for (size_t c = 0; c < C; ++c) {
     const float m = pick(mean, 0.0f, "mean", c), s = pick(std, 1.0f, "std", c);
     if (!(s > 0.0f) || !std::isfinite(s))
-      throw_error(ErrorKind::usage, "normalisation: std of channel " + std::to_string(c) + " must be positive, got " +
-                                        std::to_string(s));
+      throw_error(ErrorKind::usage,
+                  "normalisation: std of channel " + std::to_string(c) + " must be positive, got " + std::to_string(s));
     if (!std::isfinite(m))
       throw_error(ErrorKind::usage, "normalisation: mean of channel " + std::to_string(c) + " is not finite");
     scale_.push_back(unit / s);
@@ -147,7 +150,8 @@ namespace {
 template <class T>
 void resize_crop(const T* src, const SampleInfo& s, const AugmentDraw& d, const Normalizer& norm, float* dst) {
   const int64_t H = s.height, W = s.width;
-  const double sy = static_cast<double>(d.crop_h) / static_cast<double>(H), sx = static_cast<double>(d.crop_w) / static_cast<double>(W);
+  const double sy = static_cast<double>(d.crop_h) / static_cast<double>(H),
+               sx = static_cast<double>(d.crop_w) / static_cast<double>(W);
   struct Tap {
     int64_t i0, i1;
     float f;  // weight of i1
@@ -216,8 +220,7 @@ void transform(const T* src, const SampleInfo& s, int pad, const AugmentDraw& d,
 
 }  // namespace
 
-void transform_sample(const void* src, const SampleInfo& s, int pad, const AugmentDraw& d, const Normalizer& norm,
-                      float* dst) {
+void transform_sample(const void* src, const SampleInfo& s, int pad, const AugmentDraw& d, const Normalizer& norm, float* dst) {
   if (s.type == PixelType::u8)
     transform(static_cast<const uint8_t*>(src), s, pad, d, norm, dst);
   else
@@ -227,8 +230,7 @@ void transform_sample(const void* src, const SampleInfo& s, int pad, const Augme
     if (d.erase_y < 0 || d.erase_x < 0 || d.erase_w < 1 || d.erase_y + d.erase_h > H || d.erase_x + d.erase_w > W)
       throw_error(ErrorKind::usage, "augmentation: erased rectangle outside the image");
     for (int64_t c = 0; c < s.channels; ++c)
-      for (int64_t y = d.erase_y; y < d.erase_y + d.erase_h; ++y)
-        std::fill_n(dst + (c * H + y) * W + d.erase_x, d.erase_w, 0.0f);
+      for (int64_t y = d.erase_y; y < d.erase_y + d.erase_h; ++y) std::fill_n(dst + (c * H + y) * W + d.erase_x, d.erase_w, 0.0f);
   }
 }
 

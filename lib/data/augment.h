@@ -49,13 +49,13 @@
 namespace hpcnn::data {
 
 struct AugmentOptions {
-  int pad = 0;              // P: zero padding of the random crop, pixels per side (0: no crop)
+  int pad = 0;  // P: zero padding of the random crop, pixels per side (0: no crop)
   // Random resized crop: area fraction range and aspect ratio (w/h) range; off while
   // resized_scale is {1, 1} (the whole image every time).
   std::array<double, 2> resized_scale{1.0, 1.0};
   std::array<double, 2> resized_ratio{3.0 / 4.0, 4.0 / 3.0};
-  bool flip = false;        // random horizontal flip
-  double erase_probability = 0;  // random erasing: probability per sample (0: off)
+  bool flip = false;                              // random horizontal flip
+  double erase_probability = 0;                   // random erasing: probability per sample (0: off)
   std::array<double, 2> erase_scale{0.02, 0.33};  // erased area fraction range
   std::array<double, 2> erase_ratio{0.3, 3.3};    // erased rectangle's aspect ratio range
   bool resized_crop() const { return resized_scale[0] != 1.0 || resized_scale[1] != 1.0; }
@@ -67,8 +67,8 @@ struct AugmentOptions {
 struct AugmentDraw {
   int off_y = 0, off_x = 0;  // window offset into the padded image, in [0, 2P]
   bool flip = false;
-  int crop_h = 0, crop_w = 0;  // random resized crop: the window [crop_y, +crop_h) x [crop_x, +crop_w)
-  int crop_y = 0, crop_x = 0;  // resized to H x W (crop_h == 0: no resized crop)
+  int crop_h = 0, crop_w = 0;    // random resized crop: the window [crop_y, +crop_h) x [crop_x, +crop_w)
+  int crop_y = 0, crop_x = 0;    // resized to H x W (crop_h == 0: no resized crop)
   int erase_h = 0, erase_w = 0;  // random erasing: [erase_y, +erase_h) x [erase_x, +erase_w) set
   int erase_y = 0, erase_x = 0;  // to 0 after normalisation (erase_h == 0: nothing erased)
 };

@@ -14,7 +14,7 @@
 namespace hpcnn::data {
 
 inline constexpr int64_t kCifarChannels = 3;
-inline constexpr int64_t kCifarSize = 32;  // height and width
+inline constexpr int64_t kCifarSize = 32;                                              // height and width
 inline constexpr int64_t kCifarPixelBytes = kCifarChannels * kCifarSize * kCifarSize;  // 3072
 inline constexpr int64_t kCifarRecordBytes = 1 + kCifarPixelBytes;                     // 3073
 inline constexpr int32_t kCifarClasses = 10;

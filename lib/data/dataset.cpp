@@ -86,8 +86,9 @@ std::vector<int32_t> load_labels(const std::string& labels_path, int decode_thre
     case DataFormat::npy:
       return npy_to_labels(parse_npy(fb.bytes, fb.origin));
     case DataFormat::cifar10:
-      throw_error(ErrorKind::usage, labels_path + ": a CIFAR-10 binary file holds images and labels together; "
-                                                  "give it as the images file and no labels file");
+      throw_error(ErrorKind::usage, labels_path +
+                                        ": a CIFAR-10 binary file holds images and labels together; "
+                                        "give it as the images file and no labels file");
   }
   return {};
 }
@@ -98,8 +99,9 @@ ImageSet load_images(const std::string& images_path, const std::string& labels_p
     FileBytes fb = read_file_decoded(images_path, decode_threads);
     const DataFormat f = format_of(fb);
     if (f == DataFormat::cifar10 && !labels_path.empty())
-      throw_error(ErrorKind::usage, images_path + " is a CIFAR-10 binary file, which holds its labels; give no labels file (got " +
-                                        labels_path + ")");
+      throw_error(
+          ErrorKind::usage,
+          images_path + " is a CIFAR-10 binary file, which holds its labels; give no labels file (got " + labels_path + ")");
     s = f == DataFormat::idx ? images_from_idx(fb) : f == DataFormat::npy ? images_from_npy(fb) : images_from_cifar(fb);
   }
   s.origin = images_path;

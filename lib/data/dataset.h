@@ -50,11 +50,11 @@ std::string to_string(const SampleInfo& info);  // "1x28x28 u8"
 struct ImageSet {
   int64_t count = 0;
   SampleInfo sample;
-  std::vector<uint8_t> pixels_u8;   // count * sample.numel() values when sample.type == u8, else empty
-  std::vector<float> pixels_f32;    // count * sample.numel() values when sample.type == f32, else empty
-  std::vector<int32_t> labels;      // count class labels when labeled, else empty
-  bool labeled = false;             // labels were given (or come with the images: CIFAR-10)
-  std::string origin;               // the images file(s), for messages
+  std::vector<uint8_t> pixels_u8;  // count * sample.numel() values when sample.type == u8, else empty
+  std::vector<float> pixels_f32;   // count * sample.numel() values when sample.type == f32, else empty
+  std::vector<int32_t> labels;     // count class labels when labeled, else empty
+  bool labeled = false;            // labels were given (or come with the images: CIFAR-10)
+  std::string origin;              // the images file(s), for messages
 
   bool has_labels() const { return labeled; }
 };

@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "core/threads.h"
 #include "data/file_io.h"
-#include "huffman/stream.h"
 #include "huffman/format.h"
+#include "huffman/stream.h"
 
 namespace hpcnn::data {
 
@@ -60,8 +60,7 @@ std::vector<uint8_t> inflate_gzip(const Reader& read, const std::string& origin)
       // Another member may follow (gzip -d reads concatenated members as one stream).
       refill();
       if (zs.avail_in == 0) break;
-      if (zs.next_in[0] != 0x1f)
-        bad(origin, consumed(), "unexpected bytes after the gzip stream (not another gzip member)");
+      if (zs.next_in[0] != 0x1f) bad(origin, consumed(), "unexpected bytes after the gzip stream (not another gzip member)");
       if (inflateReset(&zs) != Z_OK) throw_error(ErrorKind::io, origin + ": zlib inflateReset failed");
       continue;
     }
@@ -90,16 +89,18 @@ std::string strip_suffix(const std::string& name, Compression c) {
 
 Compression detect_compression(const uint8_t* p, size_t n) {
   if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b) return Compression::gzip;
-  if (n >= sizeof(huffman::kMagic) && std::memcmp(p, huffman::kMagic, sizeof(huffman::kMagic)) == 0)
-    return Compression::huffgpu;
+  if (n >= sizeof(huffman::kMagic) && std::memcmp(p, huffman::kMagic, sizeof(huffman::kMagic)) == 0) return Compression::huffgpu;
   return Compression::none;
 }
 
 const char* compression_name(Compression c) {
   switch (c) {
-    case Compression::none: return "none";
-    case Compression::gzip: return "gzip";
-    case Compression::huffgpu: return "huffgpu";
+    case Compression::none:
+      return "none";
+    case Compression::gzip:
+      return "gzip";
+    case Compression::huffgpu:
+      return "huffgpu";
   }
   return "?";
 }

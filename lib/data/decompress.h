@@ -28,11 +28,11 @@ Compression detect_compression(const uint8_t* p, size_t n);
 const char* compression_name(Compression c);  // "none", "gzip", "huffgpu"
 
 struct FileBytes {
-  std::vector<uint8_t> bytes;  // the file's contents with every compression layer undone
-  std::string path;            // the file as given
-  std::string origin;          // for errors about `bytes`: the path, plus " (after gzip)" etc. when decoded
-  std::string name;            // the path with one ".gz" / ".huf" suffix removed per layer undone
-                               // (used to recognise CIFAR-10 ".bin" files under compression)
+  std::vector<uint8_t> bytes;       // the file's contents with every compression layer undone
+  std::string path;                 // the file as given
+  std::string origin;               // for errors about `bytes`: the path, plus " (after gzip)" etc. when decoded
+  std::string name;                 // the path with one ".gz" / ".huf" suffix removed per layer undone
+                                    // (used to recognise CIFAR-10 ".bin" files under compression)
   std::vector<Compression> layers;  // outermost first; empty for an uncompressed file
 };
 

@@ -56,14 +56,13 @@ int64_t train_steps_per_epoch(int64_t n, int world_size, int64_t batch) {
   return n / (static_cast<int64_t>(world_size) * batch);
 }
 
-int64_t train_batch_start(int64_t step, int rank, int world_size, int64_t batch) {
-  return (step * world_size + rank) * batch;
-}
+int64_t train_batch_start(int64_t step, int rank, int world_size, int64_t batch) { return (step * world_size + rank) * batch; }
 
 std::pair<int64_t, int64_t> eval_shard(int64_t n, int rank, int world_size) {
   check(n, rank, world_size, 1);
   const auto W = static_cast<unsigned __int128>(world_size), N = static_cast<unsigned __int128>(n);
-  return {static_cast<int64_t>(N * static_cast<unsigned>(rank) / W), static_cast<int64_t>(N * static_cast<unsigned>(rank + 1) / W)};
+  return {static_cast<int64_t>(N * static_cast<unsigned>(rank) / W),
+          static_cast<int64_t>(N * static_cast<unsigned>(rank + 1) / W)};
 }
 
 int64_t eval_steps(int64_t n, int rank, int world_size, int64_t batch) {

@@ -11,15 +11,17 @@ namespace hpcnn::data {
 
 const char* format_name(DataFormat f) {
   switch (f) {
-    case DataFormat::idx: return "IDX";
-    case DataFormat::npy: return "NPY";
-    case DataFormat::cifar10: return "CIFAR-10 binary";
+    case DataFormat::idx:
+      return "IDX";
+    case DataFormat::npy:
+      return "NPY";
+    case DataFormat::cifar10:
+      return "CIFAR-10 binary";
   }
   return "?";
 }
 
-DataFormat detect_format(const uint8_t* head, size_t n, uint64_t file_size, const std::string& name,
-                         const std::string& origin) {
+DataFormat detect_format(const uint8_t* head, size_t n, uint64_t file_size, const std::string& name, const std::string& origin) {
   if (file_size == 0) throw_error(ErrorKind::bad_input, origin + ": offset 0: empty file");
   static constexpr uint8_t kNpyMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (n >= sizeof kNpyMagic && std::memcmp(head, kNpyMagic, sizeof kNpyMagic) == 0) return DataFormat::npy;
@@ -31,8 +33,10 @@ DataFormat detect_format(const uint8_t* head, size_t n, uint64_t file_size, cons
     std::snprintf(b, sizeof b, "%s%02x", i ? " " : "", head[i]);
     first += b;
   }
-  throw_error(ErrorKind::bad_input, origin + ": offset 0: unrecognised data file (not IDX, NPY, gzip, huffgpu, or a "
-                                             "CIFAR-10 .bin file); its first bytes are " + first);
+  throw_error(ErrorKind::bad_input, origin +
+                                        ": offset 0: unrecognised data file (not IDX, NPY, gzip, huffgpu, or a "
+                                        "CIFAR-10 .bin file); its first bytes are " +
+                                        first);
 }
 
 }  // namespace hpcnn::data

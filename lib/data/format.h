@@ -17,7 +17,6 @@ enum class DataFormat : uint8_t { idx, npy, cifar10 };
 const char* format_name(DataFormat f);  // "IDX", "NPY", "CIFAR-10 binary"
 
 // `head`: the first `n` bytes of the file (8 suffice); `name`: its name for the .bin test.
-DataFormat detect_format(const uint8_t* head, size_t n, uint64_t file_size, const std::string& name,
-                         const std::string& origin);
+DataFormat detect_format(const uint8_t* head, size_t n, uint64_t file_size, const std::string& name, const std::string& origin);
 
 }  // namespace hpcnn::data

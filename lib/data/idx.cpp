@@ -14,12 +14,18 @@ bool known_type(uint8_t t) { return t == 0x08 || t == 0x09 || t == 0x0B || t == 
 
 const char* type_name(uint8_t t) {
   switch (t) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "short";
-    case 0x0C: return "int";
-    case 0x0D: return "float";
-    case 0x0E: return "double";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "short";
+    case 0x0C:
+      return "int";
+    case 0x0D:
+      return "float";
+    case 0x0E:
+      return "double";
   }
   return "unknown";
 }
@@ -65,8 +71,7 @@ IdxHeader parse_idx_header(const uint8_t* p, size_t n, uint64_t file_size, const
              " bytes after offset " + std::to_string(h.data_offset) + ", the file has " + std::to_string(have));
   if (numel < have)
     fail(ErrorKind::bad_input, origin, h.data_offset + static_cast<uint64_t>(numel),
-         std::to_string(have - static_cast<uint64_t>(numel)) + " unexpected bytes after the data of dims " +
-             dims_string(h.dims));
+         std::to_string(have - static_cast<uint64_t>(numel)) + " unexpected bytes after the data of dims " + dims_string(h.dims));
   return h;
 }
 

@@ -173,9 +173,8 @@ void BatchLoader::run() {
     }
     int64_t step = 0;
     try {
-      const std::vector<int64_t> perm = options_.mode == LoaderMode::train
-                                            ? epoch_permutation(source_->size(), options_.seed, epoch)
-                                            : std::vector<int64_t>{};
+      const std::vector<int64_t> perm =
+          options_.mode == LoaderMode::train ? epoch_permutation(source_->size(), options_.seed, epoch) : std::vector<int64_t>{};
       for (; step < steps_; ++step) {
         {
           std::lock_guard lk(mu_);
@@ -185,9 +184,8 @@ void BatchLoader::run() {
         Batch b = build(epoch, step, augment, perm);
         {
           std::unique_lock lk(mu_);
-          cv_work_.wait(lk, [&] {
-            return stop_ || generation_ != gen || queue_.size() < static_cast<size_t>(options_.prefetch);
-          });
+          cv_work_.wait(lk,
+                        [&] { return stop_ || generation_ != gen || queue_.size() < static_cast<size_t>(options_.prefetch); });
           if (stop_) return;
           if (generation_ != gen) break;
           queue_.push_back(std::move(b));
@@ -195,8 +193,8 @@ void BatchLoader::run() {
         cv_ready_.notify_all();
       }
     } catch (...) {
-      const std::string where = "while loading epoch " + std::to_string(epoch) + ", step " + std::to_string(step) +
-                                " (rank " + std::to_string(options_.rank) + ")";
+      const std::string where = "while loading epoch " + std::to_string(epoch) + ", step " + std::to_string(step) + " (rank " +
+                                std::to_string(options_.rank) + ")";
       std::exception_ptr e;
       try {
         throw;

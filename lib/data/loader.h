@@ -47,22 +47,22 @@ enum class LoaderMode : uint8_t { train, evaluate };
 
 struct LoaderOptions {
   LoaderMode mode = LoaderMode::train;
-  int64_t batch_size = 0;      // B: samples per batch on this rank
-  int rank = 0;                // r
-  int world_size = 1;          // W
-  uint64_t seed = 0;           // permutations and augmentation draws
-  int prefetch = 2;            // Q: finished batches kept ready (>= 1)
-  int threads = 1;             // threads assembling one batch (>= 1)
-  AugmentOptions augment;      // crop padding, flip, mean/std (mean/std apply in every mode)
-  bool augment_enabled = true; // initial set_augment() state (training mode only)
+  int64_t batch_size = 0;       // B: samples per batch on this rank
+  int rank = 0;                 // r
+  int world_size = 1;           // W
+  uint64_t seed = 0;            // permutations and augmentation draws
+  int prefetch = 2;             // Q: finished batches kept ready (>= 1)
+  int threads = 1;              // threads assembling one batch (>= 1)
+  AugmentOptions augment;       // crop padding, flip, mean/std (mean/std apply in every mode)
+  bool augment_enabled = true;  // initial set_augment() state (training mode only)
 };
 
 struct Batch {
-  Tensor images;                // [n, C, H, W] fp32, plain layout; n = B except evaluation's last
-  std::vector<int32_t> labels;  // n class labels; empty when the source has no labels
-  std::vector<int64_t> indices; // the samples' indices in the source
+  Tensor images;                 // [n, C, H, W] fp32, plain layout; n = B except evaluation's last
+  std::vector<int32_t> labels;   // n class labels; empty when the source has no labels
+  std::vector<int64_t> indices;  // the samples' indices in the source
   int64_t epoch = 0;
-  int64_t step = 0;             // 0-based within the epoch
+  int64_t step = 0;  // 0-based within the epoch
 };
 
 class BatchLoader {
@@ -104,11 +104,11 @@ class BatchLoader {
   std::condition_variable cv_work_;   // the loader thread waits for an epoch or queue space
   std::condition_variable cv_ready_;  // the consumer waits for a batch or an error
   std::deque<Batch> queue_;
-  uint64_t generation_ = 0;           // bumped by start_epoch(); batches of older ones are dropped
+  uint64_t generation_ = 0;  // bumped by start_epoch(); batches of older ones are dropped
   int64_t epoch_ = -1;
-  bool augment_next_ = true;          // set_augment() state
-  bool augment_epoch_ = true;         // the current epoch's
-  int64_t delivered_ = 0;             // batches of the current epoch handed out
+  bool augment_next_ = true;   // set_augment() state
+  bool augment_epoch_ = true;  // the current epoch's
+  int64_t delivered_ = 0;      // batches of the current epoch handed out
   bool started_ = false;
   bool stop_ = false;
   std::exception_ptr error_;

@@ -62,8 +62,7 @@ Preamble parse_preamble(const unsigned char* p, size_t n, const std::string& ori
 // A parser for the header's Python dict literal.
 class HeaderParser {
  public:
-  HeaderParser(std::string_view text, uint64_t base, const std::string& origin)
-      : s_(text), base_(base), origin_(origin) {}
+  HeaderParser(std::string_view text, uint64_t base, const std::string& origin) : s_(text), base_(base), origin_(origin) {}
 
   NpyArray parse() {
     NpyArray a;
@@ -111,8 +110,7 @@ class HeaderParser {
     ++i_;  // '}'
     skip_ws();
     if (i_ != s_.size()) bad(i_, "unexpected characters after the header dict");
-    if (!have_descr || !have_order || !have_shape)
-      bad(0, "the header lacks one of 'descr', 'fortran_order', 'shape'");
+    if (!have_descr || !have_order || !have_shape) bad(0, "the header lacks one of 'descr', 'fortran_order', 'shape'");
     return a;
   }
 
@@ -225,13 +223,11 @@ NpyArray parse_npy(std::span<const unsigned char> data, const std::string& origi
   const Preamble pre = parse_preamble(data.data(), data.size(), origin);
   const uint64_t data_offset = pre.header_offset + pre.header_len;
   if (data.size() < data_offset)
-    fail(ErrorKind::bad_input, origin, data.size(),
-         "truncated header (" + std::to_string(pre.header_len) + " bytes declared)");
+    fail(ErrorKind::bad_input, origin, data.size(), "truncated header (" + std::to_string(pre.header_len) + " bytes declared)");
   const std::string_view text(reinterpret_cast<const char*>(data.data() + pre.header_offset), pre.header_len);
   NpyArray a = parse_header_text(text, pre, origin);
   const uint64_t need = finish_header(a, data_offset, data.size());
-  a.bytes.assign(data.begin() + static_cast<ptrdiff_t>(data_offset),
-                 data.begin() + static_cast<ptrdiff_t>(data_offset + need));
+  a.bytes.assign(data.begin() + static_cast<ptrdiff_t>(data_offset), data.begin() + static_cast<ptrdiff_t>(data_offset + need));
   return a;
 }
 
@@ -320,8 +316,8 @@ std::vector<int32_t> npy_to_labels(const NpyArray& a) {
       int64_t v;
       std::memcpy(&v, a.bytes.data() + i * 8, 8);
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-        throw_error(ErrorKind::bad_input, a.origin + ": label " + std::to_string(i) + " = " + std::to_string(v) +
-                                              " does not fit int32");
+        throw_error(ErrorKind::bad_input,
+                    a.origin + ": label " + std::to_string(i) + " = " + std::to_string(v) + " does not fit int32");
       out[i] = static_cast<int32_t>(v);
     }
   }

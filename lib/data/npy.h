@@ -30,8 +30,8 @@ struct NpyArray {
   std::vector<unsigned char> bytes;  // numel * item size bytes, C order, little-endian
   std::string origin;                // the file path (or the name given to parse_npy), for errors
 
-  int64_t numel() const;             // product of shape (1 for 0-d)
-  size_t item_size() const;          // bytes per element of dtype
+  int64_t numel() const;     // product of shape (1 for 0-d)
+  size_t item_size() const;  // bytes per element of dtype
 };
 
 // Reads a whole .npy file. The data size is checked against the file size before allocating.

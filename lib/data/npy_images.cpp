@@ -36,7 +36,8 @@ NpyImageLayout npy_image_layout(const std::vector<int64_t>& shape, const std::st
     l.sample.width = l.channels_last ? shape[2] : shape[3];
   } else {
     throw_error(ErrorKind::unsupported, origin + ": an images array has shape (N, H, W), (N, C, H, W) or (N, H, W, C), not " +
-                                            shape_to_string(shape) + (shape.size() == 2 ? " (reshape flattened images to (N, H, W))" : ""));
+                                            shape_to_string(shape) +
+                                            (shape.size() == 2 ? " (reshape flattened images to (N, H, W))" : ""));
   }
   if (l.sample.numel() == 0)
     throw_error(ErrorKind::bad_input, origin + ": images of shape " + shape_to_string(shape) + " have no pixels");

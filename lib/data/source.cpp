@@ -18,8 +18,8 @@ namespace hpcnn::data {
 
 void SampleSource::check_index(int64_t index) const {
   if (index < 0 || index >= size_)
-    throw_error(ErrorKind::usage, origin_ + ": sample index " + std::to_string(index) + " out of range [0, " +
-                                      std::to_string(size_) + ")");
+    throw_error(ErrorKind::usage,
+                origin_ + ": sample index " + std::to_string(index) + " out of range [0, " + std::to_string(size_) + ")");
 }
 
 std::string SampleSource::locate(int64_t index) const { return "sample " + std::to_string(index) + " of " + origin_; }
@@ -54,10 +54,10 @@ struct FileSource::Impl {
   explicit Impl(File f) : file(std::move(f)) {}
   File file;
   DataFormat format = DataFormat::idx;
-  uint64_t data_offset = 0;   // first sample
-  uint64_t stride = 0;        // bytes per stored sample (CIFAR-10: per record)
-  NpyImageLayout npy;         // NPY only
-  bool convert = false;       // NPY: stored bytes need conversion (f8, channels last)
+  uint64_t data_offset = 0;     // first sample
+  uint64_t stride = 0;          // bytes per stored sample (CIFAR-10: per record)
+  NpyImageLayout npy;           // NPY only
+  bool convert = false;         // NPY: stored bytes need conversion (f8, channels last)
   std::vector<int32_t> labels;  // IDX/NPY with a labels file
 };
 
@@ -68,8 +68,9 @@ FileSource::FileSource(const std::string& images_path, const std::string& labels
   uint8_t head[kIdxMaxHeaderBytes] = {};
   const size_t n = m.file.pread_some(head, sizeof head, 0);
   if (const Compression c = detect_compression(head, n); c != Compression::none)
-    throw_error(ErrorKind::usage, images_path + " is " + compression_name(c) +
-                                      "-compressed; compressed files are decoded into memory (load_images), not read sample by sample");
+    throw_error(ErrorKind::usage,
+                images_path + " is " + compression_name(c) +
+                    "-compressed; compressed files are decoded into memory (load_images), not read sample by sample");
   m.format = detect_format(head, n, m.file.size(), images_path, images_path);
   switch (m.format) {
     case DataFormat::idx: {
@@ -93,8 +94,9 @@ FileSource::FileSource(const std::string& images_path, const std::string& labels
     }
     case DataFormat::cifar10:
       if (!labels_path.empty())
-        throw_error(ErrorKind::usage, images_path + " is a CIFAR-10 binary file, which holds its labels; give no labels file (got " +
-                                          labels_path + ")");
+        throw_error(
+            ErrorKind::usage,
+            images_path + " is a CIFAR-10 binary file, which holds its labels; give no labels file (got " + labels_path + ")");
       size_ = cifar_record_count(m.file.size(), images_path);
       sample_ = {kCifarChannels, kCifarSize, kCifarSize, PixelType::u8};
       m.data_offset = 0;
@@ -106,8 +108,8 @@ FileSource::FileSource(const std::string& images_path, const std::string& labels
     m.labels = load_labels(labels_path);
     labeled_ = true;
     if (static_cast<int64_t>(m.labels.size()) != size_)
-      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(m.labels.size()) + " labels but " +
-                                            images_path + " holds " + std::to_string(size_) + " images");
+      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(m.labels.size()) + " labels but " + images_path +
+                                            " holds " + std::to_string(size_) + " images");
   }
 }
 
@@ -154,8 +156,8 @@ ConcatSource::ConcatSource(std::vector<std::shared_ptr<const SampleSource>> part
       throw_error(ErrorKind::bad_input, p->origin() + " holds " + to_string(p->sample()) + " images, " + parts_[0]->origin() +
                                             " holds " + to_string(sample_));
     if (p->has_labels() != labeled_)
-      throw_error(ErrorKind::bad_input, p->origin() + (p->has_labels() ? " has" : " has no") + " labels, " +
-                                            parts_[0]->origin() + (labeled_ ? " has" : " has no"));
+      throw_error(ErrorKind::bad_input, p->origin() + (p->has_labels() ? " has" : " has no") + " labels, " + parts_[0]->origin() +
+                                            (labeled_ ? " has" : " has no"));
     starts_.push_back(size_);
     size_ += p->size();
     origin_ += (origin_.empty() ? "" : ", ") + p->origin();

@@ -29,8 +29,8 @@ class SampleSource {
  public:
   virtual ~SampleSource() = default;
 
-  int64_t size() const { return size_; }                 // number of samples
-  const SampleInfo& sample() const { return sample_; }   // shape and pixel type of every sample
+  int64_t size() const { return size_; }                // number of samples
+  const SampleInfo& sample() const { return sample_; }  // shape and pixel type of every sample
   bool has_labels() const { return labeled_; }
   const std::string& origin() const { return origin_; }  // the file(s), for messages
   virtual bool in_memory() const = 0;

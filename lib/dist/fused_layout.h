@@ -19,9 +19,9 @@ namespace hpcnn::dist {
 struct FusedLayout {
   std::vector<std::vector<int64_t>> positions;  // per buffer; used when !dense[k]
   std::vector<bool> dense;
-  std::vector<size_t> offset;                   // start of buffer k in the fused buffer
-  size_t total = 0;                             // elements of the fused buffer
-  size_t full = 0;                              // elements of all buffers (the dense size)
+  std::vector<size_t> offset;  // start of buffer k in the fused buffer
+  size_t total = 0;            // elements of the fused buffer
+  size_t full = 0;             // elements of all buffers (the dense size)
   size_t count(size_t k) const { return (k + 1 < offset.size() ? offset[k + 1] : total) - offset[k]; }
 };
 

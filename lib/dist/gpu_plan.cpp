@@ -8,14 +8,17 @@ namespace hpcnn::dist {
 
 int pick_device(int rank, int local_rank, int local_size, int visible_devices, const std::string& host) {
   if (visible_devices < 1)
-    throw_error(ErrorKind::device, "rank " + std::to_string(rank) + " on " + host + " sees no GPU (check CUDA_VISIBLE_DEVICES and the driver)");
+    throw_error(ErrorKind::device,
+                "rank " + std::to_string(rank) + " on " + host + " sees no GPU (check CUDA_VISIBLE_DEVICES and the driver)");
   if (local_size > visible_devices)
-    throw_error(ErrorKind::device, host + " runs " + std::to_string(local_size) + " ranks (local ranks 0.." + std::to_string(local_size - 1) +
-                                       ", rank " + std::to_string(rank) + " among them) but sees " + std::to_string(visible_devices) +
-                                       " GPU" + (visible_devices == 1 ? "" : "s") + ": start at most " + std::to_string(visible_devices) +
+    throw_error(ErrorKind::device, host + " runs " + std::to_string(local_size) + " ranks (local ranks 0.." +
+                                       std::to_string(local_size - 1) + ", rank " + std::to_string(rank) +
+                                       " among them) but sees " + std::to_string(visible_devices) + " GPU" +
+                                       (visible_devices == 1 ? "" : "s") + ": start at most " + std::to_string(visible_devices) +
                                        " ranks per node (one GPU each) or make more devices visible");
   if (local_rank < 0 || local_rank >= local_size)
-    throw_error(ErrorKind::usage, "local rank " + std::to_string(local_rank) + " is outside 0.." + std::to_string(local_size - 1));
+    throw_error(ErrorKind::usage,
+                "local rank " + std::to_string(local_rank) + " is outside 0.." + std::to_string(local_size - 1));
   return local_rank;
 }
 
@@ -53,8 +56,10 @@ void BucketTracker::reset() {
 
 std::vector<size_t> BucketTracker::ready(size_t buffer) {
   if (buffer >= seen_.size())
-    throw_error(ErrorKind::usage, "gradient bucket tracker: buffer " + std::to_string(buffer) + " of " + std::to_string(seen_.size()));
-  if (seen_[buffer]) throw_error(ErrorKind::usage, "gradient bucket tracker: buffer " + std::to_string(buffer) + " announced twice in one step");
+    throw_error(ErrorKind::usage,
+                "gradient bucket tracker: buffer " + std::to_string(buffer) + " of " + std::to_string(seen_.size()));
+  if (seen_[buffer])
+    throw_error(ErrorKind::usage, "gradient bucket tracker: buffer " + std::to_string(buffer) + " announced twice in one step");
   seen_[buffer] = true;
   --missing_[bucket_of_[buffer]];
   std::vector<size_t> go;

@@ -28,8 +28,8 @@ namespace hpcnn::dist {
 int pick_device(int rank, int local_rank, int local_size, int visible_devices, const std::string& host);
 
 struct Bucket {
-  size_t first = 0, last = 0;       // buffers [first, last] of the layout (contiguous)
-  size_t offset = 0, count = 0;     // elements [offset, offset + count) of the fused buffer
+  size_t first = 0, last = 0;    // buffers [first, last] of the layout (contiguous)
+  size_t offset = 0, count = 0;  // elements [offset, offset + count) of the fused buffer
 };
 
 // Buckets in sending order: bucket 0 ends at the fused buffer's end (its last buffers are ready
@@ -49,10 +49,10 @@ class BucketTracker {
 
  private:
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;   // per buffer
-  std::vector<size_t> missing_;     // per bucket: buffers not yet ready
-  std::vector<bool> seen_;          // per buffer, this step
-  size_t next_ = 0;                 // the next bucket to release
+  std::vector<size_t> bucket_of_;  // per buffer
+  std::vector<size_t> missing_;    // per bucket: buffers not yet ready
+  std::vector<bool> seen_;         // per buffer, this step
+  size_t next_ = 0;                // the next bucket to release
 };
 
 }  // namespace hpcnn::dist

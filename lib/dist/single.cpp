@@ -1,7 +1,7 @@
 // The world of one: collectives are no-ops.
-#include <cstdlib>
-
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include "dist/communicator.h"
 

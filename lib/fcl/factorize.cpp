@@ -1,7 +1,6 @@
 #include "fcl/factorize.h"
 
 #include <Eigen/Dense>
-
 #include <cmath>
 #include <random>
 
@@ -15,7 +14,8 @@ using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajo
 // Top `rank` eigenvectors (as rows, largest eigenvalue first) of a symmetric matrix.
 Mat top_eigenvectors(const Mat& gram, int64_t rank) {
   Eigen::SelfAdjointEigenSolver<Mat> es(gram);
-  if (es.info() != Eigen::Success) throw_error(ErrorKind::unsupported, "the eigendecomposition of the Gram matrix failed (non-finite weights?)");
+  if (es.info() != Eigen::Success)
+    throw_error(ErrorKind::unsupported, "the eigendecomposition of the Gram matrix failed (non-finite weights?)");
   const int64_t n = gram.rows();
   Mat rows(rank, n);
   for (int64_t k = 0; k < rank; ++k) rows.row(k) = es.eigenvectors().col(n - 1 - k).transpose();  // ascending order
@@ -46,11 +46,12 @@ Mat channel_matrix(const std::vector<double>& W, int64_t O, int64_t C, int64_t H
 // Sigma^(1/2) and the regularised Sigma^(-1/2).
 std::pair<Mat, Mat> sqrt_and_inverse_sqrt(const std::vector<double>& sigma, int64_t C) {
   if (static_cast<int64_t>(sigma.size()) != C * C)
-    throw_error(ErrorKind::usage, "the input second moment has " + std::to_string(sigma.size()) + " entries, not " +
-                                      std::to_string(C * C));
+    throw_error(ErrorKind::usage,
+                "the input second moment has " + std::to_string(sigma.size()) + " entries, not " + std::to_string(C * C));
   const Mat S = Eigen::Map<const Mat>(sigma.data(), C, C);
   Eigen::SelfAdjointEigenSolver<Mat> es(S);
-  if (es.info() != Eigen::Success) throw_error(ErrorKind::unsupported, "the eigendecomposition of the input second moment failed");
+  if (es.info() != Eigen::Success)
+    throw_error(ErrorKind::unsupported, "the eigendecomposition of the input second moment failed");
   const Eigen::VectorXd lambda = es.eigenvalues().cwiseMax(0.0);
   const double floor = std::max(lambda.maxCoeff(), 1e-300) * 1e-6;
   const Mat& Q = es.eigenvectors();
@@ -61,7 +62,8 @@ std::pair<Mat, Mat> sqrt_and_inverse_sqrt(const std::vector<double>& sigma, int6
 
 void check_rank(int64_t rank, int64_t max, const char* what) {
   if (rank < 1 || rank > max)
-    throw_error(ErrorKind::usage, std::string(what) + " " + std::to_string(rank) + " must lie in [1, " + std::to_string(max) + "]");
+    throw_error(ErrorKind::usage,
+                std::string(what) + " " + std::to_string(rank) + " must lie in [1, " + std::to_string(max) + "]");
 }
 
 }  // namespace
@@ -149,8 +151,8 @@ double relative_error(const std::vector<double>& W, const std::vector<double>& a
 
 namespace hpcnn::fcl {
 
-double relative_output_error(const std::vector<double>& W, const std::vector<double>& approx, int64_t O, int64_t C,
-                             int64_t HW, const std::vector<double>& sigma) {
+double relative_output_error(const std::vector<double>& W, const std::vector<double>& approx, int64_t O, int64_t C, int64_t HW,
+                             const std::vector<double>& sigma) {
   const Mat root = sqrt_and_inverse_sqrt(sigma, C).first;
   const Mat M = channel_matrix(W, O, C, HW) * root;
   const Mat D = M - channel_matrix(approx, O, C, HW) * root;

@@ -65,7 +65,7 @@ std::vector<double> compose(const SpatialFactors& f, int64_t O, int64_t C, int64
 double relative_error(const std::vector<double>& W, const std::vector<double>& approx);
 // The expected relative output error of W' for inputs of channel second moment sigma (positions
 // uncorrelated): ||(M - M') Sigma^(1/2)||_F / ||M Sigma^(1/2)||_F, M as above.
-double relative_output_error(const std::vector<double>& W, const std::vector<double>& approx, int64_t O, int64_t C,
-                             int64_t HW, const std::vector<double>& sigma);
+double relative_output_error(const std::vector<double>& W, const std::vector<double>& approx, int64_t O, int64_t C, int64_t HW,
+                             const std::vector<double>& sigma);
 
 }  // namespace hpcnn::fcl

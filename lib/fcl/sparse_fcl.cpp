@@ -24,7 +24,7 @@ using onnxu::Dims;
 // The matched layer.
 struct Site {
   int flatten = -1, fc = -1, conv = -1;
-  std::string x;          // the 4-D input of the flatten
+  std::string x;  // the 4-D input of the flatten
   int64_t C = 0, H = 0, W = 0, O = 0;
   ConstantRef weight;
   bool weight_out_major = true;  // [O, F] (Gemm transB 1); else [F, O]
@@ -37,9 +37,9 @@ std::string node_name(const onnxu::GraphView& v, int n) {
 }
 
 bool channel_preserving(const std::string& op) {
-  static const std::set<std::string> ops{"BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh",
-                                         "Elu", "Selu", "HardSigmoid", "HardSwish", "MaxPool", "AveragePool", "LRN",
-                                         "Dropout", "Identity", "InstanceNormalization",
+  static const std::set<std::string> ops{"BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh", "Elu",
+                                         "Selu", "HardSigmoid", "HardSwish", "MaxPool", "AveragePool", "LRN", "Dropout",
+                                         "Identity", "InstanceNormalization",
                                          // Global pooling leaves [N, C, 1, 1]: the inserted 1x1 Conv then reads
                                          // one value per channel, and the channel structure is a rank-c'
                                          // factorisation W [O, C] = B [O, c'] A [c', C] of the FC (README).
@@ -77,7 +77,8 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
   int fc = -1;
   for (;;) {
     const auto& uses = v.consumers(val);
-    if (uses.size() != 1 || uses[0].input < 0) return who + ": its output has " + std::to_string(uses.size()) + " readers, not one FC layer";
+    if (uses.size() != 1 || uses[0].input < 0)
+      return who + ": its output has " + std::to_string(uses.size()) + " readers, not one FC layer";
     const auto& u = v.node(uses[0].node);
     if (u.op_type() == "Dropout" || u.op_type() == "Identity") {
       if (uses[0].input != 0) return who + " feeds " + v.describe(uses[0].node) + " at input " + std::to_string(uses[0].input);
@@ -93,7 +94,8 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
   if (f.op_type() == "Gemm" && onnxu::attr_int(f, "transA", 0) != 0) return v.describe(fc) + " has transA = 1";
   auto w = onnxu::find_constant(v, f.input(1));
   if (!w) return v.describe(fc) + " has a weight that is not constant";
-  if (w->dtype != onnx::TensorProto::FLOAT) return v.describe(fc) + " has a weight of dtype " + onnxu::dtype_name(w->dtype) + ", not FLOAT";
+  if (w->dtype != onnx::TensorProto::FLOAT)
+    return v.describe(fc) + " has a weight of dtype " + onnxu::dtype_name(w->dtype) + ", not FLOAT";
   auto is_graph_output = [&](const std::string& value) {
     for (const auto& o : v.graph().output())
       if (o.name() == value) return true;
@@ -105,8 +107,8 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
     if (is_graph_output(p)) return "'" + p + "', between the flatten and " + v.describe(fc) + ", is a graph output";
     if (v.producer(p) == n) break;
     for (int k = 1; k < v.node(v.producer(p)).output_size(); ++k)  // e.g. a Dropout mask
-      if (!v.node(v.producer(p)).output(k).empty() && (!v.consumers(v.node(v.producer(p)).output(k)).empty() ||
-                                                        is_graph_output(v.node(v.producer(p)).output(k))))
+      if (!v.node(v.producer(p)).output(k).empty() &&
+          (!v.consumers(v.node(v.producer(p)).output(k)).empty() || is_graph_output(v.node(v.producer(p)).output(k))))
         return v.describe(v.producer(p)) + " has a second output that is read";
   }
   const bool out_major = f.op_type() == "Gemm" && onnxu::attr_int(f, "transB", 0) != 0;
@@ -123,8 +125,9 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
     if (!channel_preserving(v.node(p).op_type()) || v.node(p).input_size() < 1) break;
   }
   if (conv < 0)
-    return who + " does not follow a Conv through only BatchNormalization/InstanceNormalization, activations, Dropout, "
-                 "MaxPool/AveragePool or global pooling (the FC must read the last convolution's feature map)";
+    return who +
+           " does not follow a Conv through only BatchNormalization/InstanceNormalization, activations, Dropout, "
+           "MaxPool/AveragePool or global pooling (the FC must read the last convolution's feature map)";
   site.flatten = n;
   site.fc = fc;
   site.conv = conv;
@@ -163,16 +166,20 @@ Site find_site(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, const s
         throw_error(ErrorKind::unsupported, "--layer '" + *layer + "' is a " + nd.op_type() + ", not a Gemm or MatMul");
       std::string val = nd.input(0);
       int p = v.producer(val);
-      while (p >= 0 && (v.node(p).op_type() == "Dropout" || v.node(p).op_type() == "Identity")) p = v.producer(v.node(p).input(0));
+      while (p >= 0 && (v.node(p).op_type() == "Dropout" || v.node(p).op_type() == "Identity"))
+        p = v.producer(v.node(p).input(0));
       if (p < 0) throw_error(ErrorKind::unsupported, "--layer '" + *layer + "' reads no Flatten or Reshape");
       Site s;
-      throw_error(ErrorKind::unsupported, "--layer '" + *layer + "' is not the first FC layer after a convolution: " + match(v, shapes, p, s));
+      throw_error(ErrorKind::unsupported,
+                  "--layer '" + *layer + "' is not the first FC layer after a convolution: " + match(v, shapes, p, s));
     }
     throw_error(ErrorKind::unsupported, "--layer '" + *layer + "': no node of that name");
   }
   if (!found)
-    throw_error(ErrorKind::unsupported, "no Conv -> Flatten/Reshape -> Gemm/MatMul pattern (the first FC layer after the last "
-                                        "convolution)" + (why.empty() ? std::string() : "; the last candidate: " + why));
+    throw_error(ErrorKind::unsupported,
+                "no Conv -> Flatten/Reshape -> Gemm/MatMul pattern (the first FC layer after the last "
+                "convolution)" +
+                    (why.empty() ? std::string() : "; the last candidate: " + why));
   return *found;
 }
 
@@ -185,14 +192,15 @@ std::vector<double> read_weight(const onnxu::GraphView& v, const Site& s) {
       if (t.name() == s.weight.name) raw = onnxu::to_doubles(t);
   } else if (s.weight.kind == ConstantRef::Kind::constant_node) {
     const auto* a = onnxu::find_attribute(v.node(s.weight.node), "value");
-    if (!a) throw_error(ErrorKind::unsupported, v.describe(s.weight.node) + " holds its weight in an attribute other than 'value'");
+    if (!a)
+      throw_error(ErrorKind::unsupported, v.describe(s.weight.node) + " holds its weight in an attribute other than 'value'");
     raw = onnxu::to_doubles(a->t());
   } else {
     raw.assign(static_cast<size_t>(F * s.O), s.weight.fill);
   }
   if (static_cast<int64_t>(raw.size()) != F * s.O)
-    throw_error(ErrorKind::bad_input, "weight '" + s.weight.name + "' holds " + std::to_string(raw.size()) + " values, not " +
-                                          std::to_string(F * s.O));
+    throw_error(ErrorKind::bad_input,
+                "weight '" + s.weight.name + "' holds " + std::to_string(raw.size()) + " values, not " + std::to_string(F * s.O));
   if (s.weight_out_major) return raw;
   std::vector<double> w(raw.size());
   for (int64_t f = 0; f < F; ++f)
@@ -236,13 +244,15 @@ int64_t choose_rank(const Site& s, const SparsifyOptions& o) {
         break;
       }
     if (r == 0)
-      throw_error(ErrorKind::usage, "--compression " + std::to_string(goal) + " is out of reach: at rank 1 the layer compresses " +
-                                        std::to_string(static_cast<double>(dense_params(s)) /
-                                                       static_cast<double>(sparse_params(s, o.structure, 1))) + "x");
+      throw_error(
+          ErrorKind::usage,
+          "--compression " + std::to_string(goal) + " is out of reach: at rank 1 the layer compresses " +
+              std::to_string(static_cast<double>(dense_params(s)) / static_cast<double>(sparse_params(s, o.structure, 1))) + "x");
   }
   if (o.structure == Structure::spatial && max == 1)
-    throw_error(ErrorKind::usage, "the feature map before the flatten is 1x1 (global pooling): the spatial structure has no "
-                                  "positions to combine; use --structure channel (a rank-c' factorisation of the FC)");
+    throw_error(ErrorKind::usage,
+                "the feature map before the flatten is 1x1 (global pooling): the spatial structure has no "
+                "positions to combine; use --structure channel (a rank-c' factorisation of the FC)");
   if (r < 1 || r > max)
     throw_error(ErrorKind::usage, std::string(what) + " " + std::to_string(r) + " must lie in [1, " + std::to_string(max) + "]");
   if (r == max && !o.allow_full_rank)
@@ -259,8 +269,8 @@ void validate_options(const SparsifyOptions& o) {
   const bool channel = o.structure == Structure::channel;
   const int given = (o.channels ? 1 : 0) + (o.spatial_width ? 1 : 0) + (o.compression ? 1 : 0);
   if (given != 1)
-    throw_error(ErrorKind::usage, channel ? "give one of --channels C' or --compression X"
-                                          : "give one of --spatial-width K or --compression X");
+    throw_error(ErrorKind::usage,
+                channel ? "give one of --channels C' or --compression X" : "give one of --spatial-width K or --compression X");
   if (channel && o.spatial_width) throw_error(ErrorKind::usage, "--spatial-width goes with --structure spatial");
   if (!channel && o.channels) throw_error(ErrorKind::usage, "--channels goes with --structure channel");
   if (o.compression && !(std::isfinite(*o.compression) && *o.compression > 1))
@@ -404,20 +414,33 @@ json run_sparsify(const SparsifyOptions& o) {
         o.structure == Structure::channel ? r * s.C * HW + s.O * r * HW : s.C * r * HW + s.O * s.C * r;
     report = {{"model", o.model.string()},
               {"output", o.output ? json(o.output->string()) : json(nullptr)},
-              {"layer", {{"name", fc_name}, {"op", fc_op}, {"weight", s.weight.name},
-                         {"flatten", flatten_name}, {"last_conv", conv_name},
-                         {"channels", s.C}, {"height", s.H}, {"width", s.W}, {"outputs", s.O}}},
+              {"layer",
+               {{"name", fc_name},
+                {"op", fc_op},
+                {"weight", s.weight.name},
+                {"flatten", flatten_name},
+                {"last_conv", conv_name},
+                {"channels", s.C},
+                {"height", s.H},
+                {"width", s.W},
+                {"outputs", s.O}}},
               {"structure", o.structure == Structure::channel ? "channel" : "spatial"},
               {"rank", r},
-              {"init", o.init == Init::svd ? "svd" : o.init == Init::data ? "data" : "random"},
+              {"init", o.init == Init::svd    ? "svd"
+                       : o.init == Init::data ? "data"
+                                              : "random"},
               {"init_relative_error", init_error},
-              {"layer_params_before", layer_before}, {"layer_params_after", layer_after},
+              {"layer_params_before", layer_before},
+              {"layer_params_after", layer_after},
               {"layer_compression", ratio(layer_before, layer_after)},
-              {"layer_macs_before", layer_macs_before}, {"layer_macs_after", layer_macs_after},
+              {"layer_macs_before", layer_macs_before},
+              {"layer_macs_after", layer_macs_after},
               {"layer_macs_reduction", ratio(layer_macs_before, layer_macs_after)},
-              {"params_before", before.params}, {"params_after", after.params},
+              {"params_before", before.params},
+              {"params_after", after.params},
               {"model_compression", ratio(before.params, after.params)},
-              {"macs_before", before.macs}, {"macs_after", after.macs}};
+              {"macs_before", before.macs},
+              {"macs_after", after.macs}};
     if (!sigma.empty()) {
       report["init_relative_output_error"] = output_error;
       report["data"] = data_info;

@@ -23,11 +23,10 @@
 // allow_full_rank, or a compression no rank reaches; model errors as onnx/model.h.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -41,18 +40,17 @@ enum class Structure { channel, spatial };
 struct SparsifyOptions {
   std::filesystem::path model;
   std::optional<std::filesystem::path> output;
-  std::optional<int64_t> channels;       // c' (channel structure)
-  std::optional<double> compression;     // dense layer parameters / replacement parameters (> 1)
-  std::optional<std::string> layer;      // the FC node's name (or its output's)
+  std::optional<int64_t> channels;    // c' (channel structure)
+  std::optional<double> compression;  // dense layer parameters / replacement parameters (> 1)
+  std::optional<std::string> layer;   // the FC node's name (or its output's)
   Structure structure = Structure::channel;
   std::optional<int64_t> spatial_width;  // k outputs per channel (spatial structure)
   Init init = Init::svd;
   // Init::data: called once the layer is found, with the name of its 4-D input value and its channel
   // count; returns the channels' second moment [C, C] (train/channel_moments.h; the tool wires it,
   // so that fcl needs no engine) and a JSON description for the report.
-  std::function<std::pair<std::vector<double>, nlohmann::ordered_json>(const std::string& value, int64_t channels)>
-      input_moment;
-  uint64_t seed = 1;                     // random init
+  std::function<std::pair<std::vector<double>, nlohmann::ordered_json>(const std::string& value, int64_t channels)> input_moment;
+  uint64_t seed = 1;  // random init
   bool allow_full_rank = false;
   onnxu::ExternalData external_data = onnxu::ExternalData::automatic;
   bool overwrite = false;

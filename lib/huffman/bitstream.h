@@ -23,18 +23,14 @@ namespace hpcnn::huffman {
 inline constexpr int kMaxCodeLength = 16;
 
 // Number of segments of a stream of `bits` bits: ceil(bits / S); 0 for an empty stream.
-HPCNN_HD uint64_t segment_count(uint64_t bits, uint32_t segment_bits) {
-  return (bits + segment_bits - 1) / segment_bits;
-}
+HPCNN_HD uint64_t segment_count(uint64_t bits, uint32_t segment_bits) { return (bits + segment_bits - 1) / segment_bits; }
 
 // Gap entry of segment k for a codeword boundary at `boundary` (the first one >= k*S).
 HPCNN_HD uint32_t gap_entry(uint64_t boundary, uint64_t k, uint32_t segment_bits) {
   return static_cast<uint32_t>(boundary - k * segment_bits);
 }
 
-HPCNN_HD uint32_t read_gap(const uint8_t* gaps, uint64_t k) {
-  return (gaps[k >> 1] >> ((k & 1) * 4)) & 0xF;
-}
+HPCNN_HD uint32_t read_gap(const uint8_t* gaps, uint64_t k) { return (gaps[k >> 1] >> ((k & 1) * 4)) & 0xF; }
 
 // 32 bits of the stream starting at bit `pos` (MSB first), reading words w[pos/32] and the next
 // one; `nwords` bounds the reads (bits past the end read as 0).

@@ -1,10 +1,10 @@
 #include "huffman/block_split.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <memory>
-#include <atomic>
 #include <queue>
 #include <string>
 
@@ -112,7 +112,8 @@ struct Counter {
   Counter(const Histogram& total, const char* who) {
     uint64_t n = 0;
     for (int k = 0; k < 256; ++k) {
-      if (total[k] >> 32 || (n += total[k]) >> 32) throw_error(ErrorKind::usage, std::string(who) + ": the counts must add up to below 2^32");
+      if (total[k] >> 32 || (n += total[k]) >> 32)
+        throw_error(ErrorKind::usage, std::string(who) + ": the counts must add up to below 2^32");
       if (total[k]) present[np++] = static_cast<uint8_t>(k);
     }
     if (np > 0) first = present[0] & ~7, end = std::min(256, (present[np - 1] + 8) & ~7);
@@ -135,13 +136,14 @@ uint64_t table_bits(int nsym) { return 8 * (32 + (static_cast<uint64_t>(nsym) + 
 int64_t block_cost(const Sums& s) {
   if (s.n == 0) return 0;
   const auto entropy = static_cast<int64_t>(c_log2_c(s.n)) - static_cast<int64_t>(s.clogc);
-  return std::max(entropy, static_cast<int64_t>(s.n << 24)) + static_cast<int64_t>((table_bits(s.nsym) + kBlockPenaltyBits) << 24);
+  return std::max(entropy, static_cast<int64_t>(s.n << 24)) +
+         static_cast<int64_t>((table_bits(s.nsym) + kBlockPenaltyBits) << 24);
 }
 
 struct Block {
   const uint64_t* hist;  // the unit's histogram until the block first absorbs its neighbour, then its own
-  int64_t cost = 0;    // estimated bits (Q24): code + table + penalty
-  uint32_t first = 0;  // first unit
+  int64_t cost = 0;      // estimated bits (Q24): code + table + penalty
+  uint32_t first = 0;    // first unit
   int prev = -1, next = -1;
   uint32_t version = 0;
   bool alive = true;
@@ -179,7 +181,8 @@ std::vector<uint32_t> split_blocks(std::span<const Histogram> units) {
   return split_blocks(units, total, nullptr);
 }
 
-std::vector<uint32_t> split_blocks(std::span<const Histogram> units, const Histogram& total, std::vector<Histogram>* block_hists) {
+std::vector<uint32_t> split_blocks(std::span<const Histogram> units, const Histogram& total,
+                                   std::vector<Histogram>* block_hists) {
   const size_t U = units.size();
   if (block_hists) block_hists->clear();
   if (U <= 1) {

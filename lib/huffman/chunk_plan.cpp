@@ -158,18 +158,21 @@ std::vector<CodeBlock> read_code_blocks(const ChunkHeader& h, const uint8_t* pay
       throw_error(ErrorKind::bad_input, "length " + std::to_string(b.length) + " of " + wb + " is below the minimum block size " +
                                             std::to_string(kMinBlockSize));
     if (b.bits < b.length || b.bits > uint64_t{b.length} * fh.code_limit || b.bits > h.bit_length - bit_sum)
-      throw_error(ErrorKind::bad_input, "bit length " + std::to_string(b.bits) + " of " + wb + " impossible for its " + std::to_string(b.length) +
-                                            " bytes and the chunk's " + std::to_string(h.bit_length) + " bits");
+      throw_error(ErrorKind::bad_input, "bit length " + std::to_string(b.bits) + " of " + wb + " impossible for its " +
+                                            std::to_string(b.length) + " bytes and the chunk's " + std::to_string(h.bit_length) +
+                                            " bits");
     out_sum += b.length;
     bit_sum += b.bits;
   }
   if (out_sum != h.original_length || bit_sum != h.bit_length)
-    throw_error(ErrorKind::bad_input, "the block table adds up to " + std::to_string(out_sum) + " bytes and " + std::to_string(bit_sum) +
-                                          " bits, the chunk header says " + std::to_string(h.original_length) + " and " +
-                                          std::to_string(h.bit_length) + " " + where_at(tables_at));
+    throw_error(ErrorKind::bad_input, "the block table adds up to " + std::to_string(out_sum) + " bytes and " +
+                                          std::to_string(bit_sum) + " bits, the chunk header says " +
+                                          std::to_string(h.original_length) + " and " + std::to_string(h.bit_length) + " " +
+                                          where_at(tables_at));
   for (size_t k = 0; k < nb; ++k) {
     size_t used = 0;
-    blocks[k].lengths = read_code_table(payload + pos, avail - pos, fh.code_limit, &used, "(block " + std::to_string(k) + ") " + where_at(tables_at + pos));
+    blocks[k].lengths = read_code_table(payload + pos, avail - pos, fh.code_limit, &used,
+                                        "(block " + std::to_string(k) + ") " + where_at(tables_at + pos));
     pos += used;
     finish(blocks[k]);
   }

@@ -24,15 +24,15 @@ struct BlockPlan {
   size_t begin = 0, n = 0;
   size_t first_unit = 0, end_unit = 0;  // its 16 KiB units
   CodeLengths lengths{};
-  std::array<uint32_t, 256> enc{};      // per symbol: canonical codeword | length << 24
+  std::array<uint32_t, 256> enc{};  // per symbol: canonical codeword | length << 24
   uint64_t bit_begin = 0, bits = 0;
   int max_length = 0;
-  int symbols = 0;                      // distinct byte values in the code
+  int symbols = 0;  // distinct byte values in the code
 };
 
 struct ChunkPlan {
   ChunkMode mode = ChunkMode::huffman;
-  uint8_t symbol = 0;                // single_symbol: the byte
+  uint8_t symbol = 0;  // single_symbol: the byte
   std::vector<BlockPlan> blocks;
   uint64_t total_bits = 0;
   PayloadLayout layout;
@@ -54,8 +54,8 @@ void finish_huffman_chunk(const ChunkPlan& plan, size_t n, uint64_t checksum, st
 
 // A decoder's view of one code block.
 struct CodeBlock {
-  uint64_t out_begin = 0;   // first output byte of the block within the chunk
-  uint32_t length = 0;      // output bytes
+  uint64_t out_begin = 0;  // first output byte of the block within the chunk
+  uint32_t length = 0;     // output bytes
   uint64_t bit_begin = 0, bits = 0;
   CodeLengths lengths{};
   int min_length = 0, max_length = 0;

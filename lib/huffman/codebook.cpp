@@ -99,11 +99,13 @@ CodeLengths limited_code_lengths(const Histogram& counts, int limit) {
     int lo = std::max(0, mid - packages), hi = std::min(mid, n);  // leaves among the first mid items
     while (lo < hi) {
       const int i = (lo + hi + 1) / 2;
-      if (lx[i] <= px[mid - i + 1]) lo = i;
-      else hi = i - 1;
+      if (lx[i] <= px[mid - i + 1])
+        lo = i;
+      else
+        hi = i - 1;
     }
-    using Index = std::ptrdiff_t;  // (int indices took a sign extension per load)
-    Index fa1 = 1, fb1 = 1, ba1 = lo, bb1 = mid - lo;              // half A: front and back
+    using Index = std::ptrdiff_t;                                     // (int indices took a sign extension per load)
+    Index fa1 = 1, fb1 = 1, ba1 = lo, bb1 = mid - lo;                 // half A: front and back
     Index fa2 = lo + 1, fb2 = mid - lo + 1, ba2 = n, bb2 = packages;  // half B
     auto front = [&](Index k, Index& fa, Index& fb) {
       const uint64_t fl = lx[fa], fp = px[fb];
@@ -191,7 +193,9 @@ std::array<uint32_t, 256> codes_from_runs(const CodeLengths& lengths, const RunC
 
 }  // namespace
 
-std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths) { return codes_from_runs(lengths, run_length_counts(lengths)); }
+std::array<uint32_t, 256> canonical_codes(const CodeLengths& lengths) {
+  return codes_from_runs(lengths, run_length_counts(lengths));
+}
 
 size_t code_table_size(const CodeLengths& lengths) {
   size_t n = 0;
@@ -207,8 +211,10 @@ void write_code_table(const CodeLengths& lengths, uint8_t* out) {
     if (!lengths[s]) continue;
     out[s >> 3] |= static_cast<uint8_t>(1u << (s & 7));
     const uint8_t v = static_cast<uint8_t>(lengths[s] - 1);
-    if (k & 1) nib[k >> 1] |= static_cast<uint8_t>(v << 4);
-    else nib[k >> 1] = v;
+    if (k & 1)
+      nib[k >> 1] |= static_cast<uint8_t>(v << 4);
+    else
+      nib[k >> 1] = v;
     ++k;
   }
 }
@@ -236,7 +242,8 @@ CodeLengths read_code_table(const uint8_t* in, size_t avail, int limit, size_t* 
   }
   if (kraft != (uint64_t{1} << kMaxCodeLength))
     throw_error(ErrorKind::bad_input, "code-length table is not a complete prefix code " + where);
-  if ((n & 1) && (in[size - 1] >> 4) != 0) throw_error(ErrorKind::bad_input, "non-zero padding nibble in a code-length table " + where);
+  if ((n & 1) && (in[size - 1] >> 4) != 0)
+    throw_error(ErrorKind::bad_input, "non-zero padding nibble in a code-length table " + where);
   *consumed = size;
   return lengths;
 }

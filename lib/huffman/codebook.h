@@ -2,11 +2,10 @@
 //
 // Codes are canonical Huffman codes (codewords assigned in order of (length, symbol)) whose
 // lengths are optimal under a limit L <= 16 bits: Huffman's code when it is no deeper than L,
-// else package-merge (Larmore & Hirschberg 1990). The compact code-length table stored per chunk is a 32-byte bitmap of the symbols that
-// occur followed by one nibble per occurring symbol holding (length - 1), in symbol order.
-// Decoders use a two-level lookup table (Yamamoto, Nakano et al., ICPP 2020, "compact
-// codebooks"): a root table on the first K bits of the code and small second-level tables for
-// the longer codewords under each K-bit prefix.
+// else package-merge (Larmore & Hirschberg 1990). The compact code-length table stored per chunk is a 32-byte bitmap of the
+// symbols that occur followed by one nibble per occurring symbol holding (length - 1), in symbol order. Decoders use a two-level
+// lookup table (Yamamoto, Nakano et al., ICPP 2020, "compact codebooks"): a root table on the first K bits of the code and small
+// second-level tables for the longer codewords under each K-bit prefix.
 #pragma once
 
 #include <array>

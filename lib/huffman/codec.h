@@ -12,7 +12,7 @@ namespace hpcnn::huffman {
 enum class DeviceChoice {
   automatic,  // the CUDA codec when this build has it and a device is present, else the CPU
   cpu,
-  cuda,       // the CUDA codec or ErrorKind::device (exit code 5) saying what is missing
+  cuda,  // the CUDA codec or ErrorKind::device (exit code 5) saying what is missing
 };
 
 struct SelectedCodec {

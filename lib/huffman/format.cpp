@@ -1,6 +1,5 @@
 #include "huffman/format.h"
 
-
 #include <bit>
 #include <cstring>
 #include <new>
@@ -15,7 +14,9 @@ namespace hpcnn::huffman {
 namespace {
 
 template <class T>
-void put(uint8_t* p, T v) { std::memcpy(p, &v, sizeof(T)); }
+void put(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
 template <class T>
 T get(const uint8_t* p) {
   T v;
@@ -71,22 +72,30 @@ void write_file_header(const FileHeader& h, uint8_t out[kFileHeaderSize]) {
 
 FileHeader read_file_header(const uint8_t* in, size_t avail) {
   if (avail < kFileHeaderSize)
-    throw_error(ErrorKind::bad_input, avail == 0 ? "empty input: not a huffgpu stream" : "truncated file header (" + std::to_string(avail) + " bytes) at byte offset 0");
+    throw_error(ErrorKind::bad_input, avail == 0
+                                          ? "empty input: not a huffgpu stream"
+                                          : "truncated file header (" + std::to_string(avail) + " bytes) at byte offset 0");
   if (std::memcmp(in, kMagic, 4) != 0) throw_error(ErrorKind::bad_input, "not a huffgpu stream (wrong magic at byte offset 0)");
   FileHeader h;
   h.version = in[4];
   if (h.version < kOldestVersion || h.version > kVersion)
-    throw_error(ErrorKind::unsupported, "huffgpu format version " + std::to_string(h.version) + " is not supported (this build reads versions " +
-                                            std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) + ")");
-  if (get<uint32_t>(in + 12) != XXH32(in, 12, 0)) throw_error(ErrorKind::bad_input, "file header checksum mismatch at byte offset 12");
+    throw_error(ErrorKind::unsupported, "huffgpu format version " + std::to_string(h.version) +
+                                            " is not supported (this build reads versions " + std::to_string(kOldestVersion) +
+                                            " to " + std::to_string(kVersion) + ")");
+  if (get<uint32_t>(in + 12) != XXH32(in, 12, 0))
+    throw_error(ErrorKind::bad_input, "file header checksum mismatch at byte offset 12");
   h.flags = in[5];
   h.code_limit = in[6];
   h.segment_log2 = in[7];
   h.chunk_size = get<uint32_t>(in + 8);
   if (h.flags & ~kFlagGapArray) throw_error(ErrorKind::bad_input, "unknown flags in the file header at byte offset 5");
-  if (h.code_limit < 8 || h.code_limit > kMaxCodeLength) throw_error(ErrorKind::bad_input, "code length limit " + std::to_string(h.code_limit) + " outside 8..16 at byte offset 6");
-  if (h.segment_log2 != 7 && h.segment_log2 != 8) throw_error(ErrorKind::bad_input, "segment size 2^" + std::to_string(h.segment_log2) + " is not 128 or 256 bits at byte offset 7");
-  if (h.chunk_size == 0 || h.chunk_size > kMaxChunkSize) throw_error(ErrorKind::bad_input, "chunk size " + std::to_string(h.chunk_size) + " out of range at byte offset 8");
+  if (h.code_limit < 8 || h.code_limit > kMaxCodeLength)
+    throw_error(ErrorKind::bad_input, "code length limit " + std::to_string(h.code_limit) + " outside 8..16 at byte offset 6");
+  if (h.segment_log2 != 7 && h.segment_log2 != 8)
+    throw_error(ErrorKind::bad_input,
+                "segment size 2^" + std::to_string(h.segment_log2) + " is not 128 or 256 bits at byte offset 7");
+  if (h.chunk_size == 0 || h.chunk_size > kMaxChunkSize)
+    throw_error(ErrorKind::bad_input, "chunk size " + std::to_string(h.chunk_size) + " out of range at byte offset 8");
   return h;
 }
 
@@ -109,7 +118,8 @@ ChunkHeader read_chunk_header(const uint8_t in[kChunkHeaderSize], const FileHead
   uint8_t copy[kChunkHeaderSize];
   std::memcpy(copy, in, kChunkHeaderSize);
   std::memset(copy + 12, 0, 4);
-  if (get<uint32_t>(in + 12) != XXH32(copy, kChunkHeaderSize, 0)) throw_error(ErrorKind::bad_input, "chunk header checksum mismatch " + where);
+  if (get<uint32_t>(in + 12) != XXH32(copy, kChunkHeaderSize, 0))
+    throw_error(ErrorKind::bad_input, "chunk header checksum mismatch " + where);
   ChunkHeader h;
   h.mode = static_cast<ChunkMode>(in[2]);
   h.original_length = get<uint32_t>(in + 4);
@@ -125,28 +135,35 @@ ChunkHeader read_chunk_header(const uint8_t in[kChunkHeaderSize], const FileHead
       if (h.original_length || h.payload_length) throw_error(ErrorKind::bad_input, "malformed end marker " + where);
       return h;
     case ChunkMode::raw:
-      if (h.payload_length != h.original_length) throw_error(ErrorKind::bad_input, "raw chunk with payload length != original length " + where);
+      if (h.payload_length != h.original_length)
+        throw_error(ErrorKind::bad_input, "raw chunk with payload length != original length " + where);
       break;
     case ChunkMode::single_symbol:
-      if (h.payload_length != 1) throw_error(ErrorKind::bad_input, "single-symbol chunk with payload length " + std::to_string(h.payload_length) + " " + where);
+      if (h.payload_length != 1)
+        throw_error(ErrorKind::bad_input,
+                    "single-symbol chunk with payload length " + std::to_string(h.payload_length) + " " + where);
       break;
     case ChunkMode::huffman:
       if (h.bit_length == 0 || h.bit_length > uint64_t{h.original_length} * kMaxCodeLength || h.bit_length < h.original_length)
-        throw_error(ErrorKind::bad_input, "bit length " + std::to_string(h.bit_length) + " impossible for " + std::to_string(h.original_length) + " symbols " + where);
+        throw_error(ErrorKind::bad_input, "bit length " + std::to_string(h.bit_length) + " impossible for " +
+                                              std::to_string(h.original_length) + " symbols " + where);
       // The bitstream's words alone: so a reader's output buffer (original length <= bit length)
       // stays within 8x the payload it has read.
       // Every block but the last holds at least kBlockUnit (16 KiB) bytes.
       if (has_blocks && (h.blocks == 0 || h.blocks > (uint64_t{h.original_length} + kMinBlockSize - 1) / kMinBlockSize))
-        throw_error(ErrorKind::bad_input, "block count " + std::to_string(h.blocks) + " impossible for " + std::to_string(h.original_length) +
-                                              " bytes (every block but the last holds at least " + std::to_string(kMinBlockSize) + ") " + where);
+        throw_error(ErrorKind::bad_input,
+                    "block count " + std::to_string(h.blocks) + " impossible for " + std::to_string(h.original_length) +
+                        " bytes (every block but the last holds at least " + std::to_string(kMinBlockSize) + ") " + where);
       if (h.payload_length < (h.bit_length + 31) / 32 * 4)
         throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) + " too short for " +
                                               std::to_string(h.bit_length) + " bits " + where);
       break;
-    default: throw_error(ErrorKind::bad_input, "unknown chunk mode " + std::to_string(in[2]) + " " + where);
+    default:
+      throw_error(ErrorKind::bad_input, "unknown chunk mode " + std::to_string(in[2]) + " " + where);
   }
   if (h.original_length == 0 || h.original_length > fh.chunk_size)
-    throw_error(ErrorKind::bad_input, "chunk original length " + std::to_string(h.original_length) + " outside 1.." + std::to_string(fh.chunk_size) + " " + where);
+    throw_error(ErrorKind::bad_input, "chunk original length " + std::to_string(h.original_length) + " outside 1.." +
+                                          std::to_string(fh.chunk_size) + " " + where);
   if (h.payload_length > kMaxChunkSize + 4096) throw_error(ErrorKind::bad_input, "chunk payload length too large " + where);
   return h;
 }

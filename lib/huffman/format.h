@@ -16,8 +16,8 @@ namespace hpcnn::huffman {
 
 inline constexpr char kMagic[4] = {'H', 'U', 'F', 'G'};
 inline constexpr char kTrailerMagic[4] = {'H', 'U', 'F', 'E'};
-inline constexpr uint8_t kVersion = 2;        // written by the encoders
-inline constexpr uint8_t kOldestVersion = 1;  // still read
+inline constexpr uint8_t kVersion = 2;         // written by the encoders
+inline constexpr uint8_t kOldestVersion = 1;   // still read
 inline constexpr size_t kBlockEntrySize = 12;  // version 2: per code block, length (u32) and bits (u64)
 inline constexpr size_t kFileHeaderSize = 16;
 inline constexpr size_t kChunkHeaderSize = 40;
@@ -34,8 +34,8 @@ enum class ChunkMode : uint8_t { huffman = 0, raw = 1, single_symbol = 2, end = 
 struct FileHeader {
   uint8_t version = kVersion;
   uint8_t flags = kFlagGapArray;
-  uint8_t code_limit = 12;       // L: longest codeword, 8..16 bits
-  uint8_t segment_log2 = 8;      // S = 2^segment_log2 bits: 7 (128) or 8 (256)
+  uint8_t code_limit = 12;   // L: longest codeword, 8..16 bits
+  uint8_t segment_log2 = 8;  // S = 2^segment_log2 bits: 7 (128) or 8 (256)
   uint32_t chunk_size = 4u << 20;
   bool gap_array() const { return flags & kFlagGapArray; }
   uint32_t segment_bits() const { return 1u << segment_log2; }
@@ -43,17 +43,17 @@ struct FileHeader {
 
 struct ChunkHeader {
   ChunkMode mode = ChunkMode::huffman;
-  uint32_t original_length = 0;   // bytes of input in this chunk
-  uint32_t payload_length = 0;    // bytes after the 40-byte header (kChunkHeaderSize)
-  uint64_t bit_length = 0;        // huffman: exact bits of the bitstream; end: number of chunks
-  uint64_t checksum = 0;          // XXH3-64 of the chunk's original bytes
-  uint32_t meta_checksum = 0;     // huffman: XXH32 of the code table and gap array (with padding)
-  uint32_t blocks = 0;            // version 2, huffman: number of code blocks (>= 1); otherwise 0
+  uint32_t original_length = 0;  // bytes of input in this chunk
+  uint32_t payload_length = 0;   // bytes after the 40-byte header (kChunkHeaderSize)
+  uint64_t bit_length = 0;       // huffman: exact bits of the bitstream; end: number of chunks
+  uint64_t checksum = 0;         // XXH3-64 of the chunk's original bytes
+  uint32_t meta_checksum = 0;    // huffman: XXH32 of the code table and gap array (with padding)
+  uint32_t blocks = 0;           // version 2, huffman: number of code blocks (>= 1); otherwise 0
 };
 
 struct TableEntry {
-  uint64_t offset = 0;            // of the chunk header, from the start of the stream
-  uint32_t stored_length = 0;     // 40 + payload_length
+  uint64_t offset = 0;         // of the chunk header, from the start of the stream
+  uint32_t stored_length = 0;  // 40 + payload_length
   uint32_t original_length = 0;
 };
 
@@ -61,7 +61,7 @@ struct Trailer {
   uint64_t chunk_count = 0;
   uint64_t original_size = 0;
   uint64_t table_offset = 0;
-  uint64_t table_checksum = 0;    // XXH3-64 of the chunk table bytes
+  uint64_t table_checksum = 0;  // XXH3-64 of the chunk table bytes
 };
 
 void write_file_header(const FileHeader& h, uint8_t out[kFileHeaderSize]);

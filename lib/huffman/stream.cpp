@@ -262,8 +262,8 @@ StreamStats decode_stream(int in_fd, const Sink& sink, const ChunkCodec& codec) 
     const TableEntry e = read_table_entry(table.data() + i * kTableEntrySize);
     if (e.offset != seen[i].offset || e.stored_length != seen[i].stored_length || e.original_length != seen[i].original_length)
       throw_error(ErrorKind::bad_input, "chunk table entry " + std::to_string(i) + " (at byte offset " +
-                                            std::to_string(offset + i * kTableEntrySize) + ") does not match chunk " + std::to_string(i) +
-                                            " at byte offset " + std::to_string(seen[i].offset));
+                                            std::to_string(offset + i * kTableEntrySize) + ") does not match chunk " +
+                                            std::to_string(i) + " at byte offset " + std::to_string(seen[i].offset));
   }
   offset += table.size();
   uint8_t tb[kTrailerSize];

@@ -43,8 +43,8 @@ enum class BatchNormStatistics {
 
 // A BatchNormalization node whose running statistics are Model buffers.
 struct BatchNormLayer {
-  std::string node;          // "node 'bn1' (BatchNormalization)"
-  size_t mean_buffer = 0;    // indices into Model::buffers()
+  std::string node;        // "node 'bn1' (BatchNormalization)"
+  size_t mean_buffer = 0;  // indices into Model::buffers()
   size_t var_buffer = 0;
   float momentum = 0.9f;
   int64_t channels = 0;

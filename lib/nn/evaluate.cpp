@@ -10,16 +10,17 @@ namespace hpcnn::nn {
 void check_labels(std::span<const int32_t> labels, int64_t classes, const SampleNamer& name) {
   for (size_t n = 0; n < labels.size(); ++n)
     if (labels[n] < 0 || labels[n] >= classes)
-      throw_error(ErrorKind::bad_input, "label " + std::to_string(labels[n]) + " of " +
-                                            (name ? name(static_cast<int64_t>(n)) : "sample " + std::to_string(n) + " of the batch") +
-                                            " is outside [0, " + std::to_string(classes) + "): the model has " +
-                                            std::to_string(classes) + " outputs");
+      throw_error(ErrorKind::bad_input,
+                  "label " + std::to_string(labels[n]) + " of " +
+                      (name ? name(static_cast<int64_t>(n)) : "sample " + std::to_string(n) + " of the batch") +
+                      " is outside [0, " + std::to_string(classes) + "): the model has " + std::to_string(classes) + " outputs");
 }
 
-void evaluate_batch(Model& model, const Tensor& images, std::span<const int32_t> labels, EvalSums& sums,
-                    float label_smoothing, const SampleNamer& name) {
+void evaluate_batch(Model& model, const Tensor& images, std::span<const int32_t> labels, EvalSums& sums, float label_smoothing,
+                    const SampleNamer& name) {
   if (model.input_names().size() != 1)
-    throw_error(ErrorKind::unsupported, "evaluation needs a model with one input, this one has " + std::to_string(model.input_names().size()));
+    throw_error(ErrorKind::unsupported,
+                "evaluation needs a model with one input, this one has " + std::to_string(model.input_names().size()));
   std::vector<Tensor> out = model.forward({images}, Mode::inference);
   if (out.at(0).rank() == 2) check_labels(labels, out.at(0).dim(1), name);
   const LossResult l = softmax_cross_entropy(out.at(0), labels, label_smoothing, nullptr);

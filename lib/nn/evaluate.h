@@ -9,26 +9,25 @@
 // or a label is out of range (naming the sample); model errors name the node.
 #pragma once
 
-#include <functional>
-#include <string>
-
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 
 #include "nn/model.h"
 
 namespace hpcnn::nn {
 
 struct EvalSums {
-  double loss = 0;    // sum over samples of the cross-entropy
-  double top1 = 0;    // correct top-1 predictions
+  double loss = 0;  // sum over samples of the cross-entropy
+  double top1 = 0;  // correct top-1 predictions
   double top5 = 0;
-  double count = 0;   // samples
+  double count = 0;  // samples
 };
 
 struct EvalResult {
   int64_t samples = 0;
-  double top1 = 0;       // fraction in [0, 1]
+  double top1 = 0;  // fraction in [0, 1]
   double top5 = 0;
   double mean_loss = 0;
 };

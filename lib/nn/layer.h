@@ -25,7 +25,11 @@ struct Value {
   std::vector<int64_t> ints;
   Shape int_shape;
   bool defined() const { return is_int || t.defined(); }
-  static Value of(Tensor t) { Value v; v.t = std::move(t); return v; }
+  static Value of(Tensor t) {
+    Value v;
+    v.t = std::move(t);
+    return v;
+  }
   static Value of_ints(std::vector<int64_t> v, Shape shape) {
     Value r;
     r.is_int = true;
@@ -56,8 +60,14 @@ class Layer {
   // table has none (ConstantOfShape before opset 9): no gradients, initializers are constants.
   const onnxu::Signature* signature() const { return signature_; }
   virtual bool differentiable_input(int i) const { return onnxu::gradient_flows(signature_, i); }
-  virtual bool keeps_input(int i) const { (void)i; return false; }   // needed by backward
-  virtual bool keeps_output(int i) const { (void)i; return false; }  // needed by backward
+  virtual bool keeps_input(int i) const {
+    (void)i;
+    return false;
+  }  // needed by backward
+  virtual bool keeps_output(int i) const {
+    (void)i;
+    return false;
+  }  // needed by backward
   // BatchNormalization after a training-mode forward: that batch's moments, once (then null).
   virtual const ChannelMoments* take_batch_moments() { return nullptr; }
   // BatchNormalization: its momentum (running = momentum * running + (1 - momentum) * batch).
@@ -67,7 +77,8 @@ class Layer {
   [[noreturn]] void throw_unsupported_backward() const;
 
  private:
-  friend std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const std::function<const Value*(int)>& constant);
+  friend std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset,
+                                           const std::function<const Value*(int)>& constant);
   const onnxu::Signature* signature_ = nullptr;
 };
 

@@ -25,9 +25,7 @@ using onnxu::attr_int;
 using onnxu::attr_ints;
 using onnxu::attr_string;
 
-void Layer::throw_unsupported_backward() const {
-  throw_error(ErrorKind::unsupported, "this operator has no backward pass");
-}
+void Layer::throw_unsupported_backward() const { throw_error(ErrorKind::unsupported, "this operator has no backward pass"); }
 
 namespace {
 
@@ -37,7 +35,8 @@ const Tensor& tensor_in(const std::vector<const Value*>& in, size_t i, const cha
   if (i >= in.size() || !in[i] || !in[i]->defined())
     throw_error(ErrorKind::bad_input, std::string(op) + " input " + std::to_string(i) + " is missing");
   if (in[i]->is_int)
-    throw_error(ErrorKind::unsupported, std::string(op) + " input " + std::to_string(i) + " is an integer tensor; the engine runs fp32 only");
+    throw_error(ErrorKind::unsupported,
+                std::string(op) + " input " + std::to_string(i) + " is an integer tensor; the engine runs fp32 only");
   return in[i]->t;
 }
 
@@ -58,14 +57,16 @@ void check_attributes(const onnx::NodeProto& node, std::initializer_list<const c
 std::array<int64_t, 2> pair_attr(const onnx::NodeProto& node, const char* name, int64_t fallback) {
   auto v = attr_ints(node, name);
   if (v.empty()) return {fallback, fallback};
-  if (v.size() != 2) unsupported(node.op_type() + " with " + std::to_string(v.size()) + " spatial dims in '" + name + "': only 2-D is supported");
+  if (v.size() != 2)
+    unsupported(node.op_type() + " with " + std::to_string(v.size()) + " spatial dims in '" + name + "': only 2-D is supported");
   return {v[0], v[1]};
 }
 
 std::array<int64_t, 4> pads_attr(const onnx::NodeProto& node) {
   auto v = attr_ints(node, "pads");
   if (v.empty()) return {0, 0, 0, 0};
-  if (v.size() != 4) unsupported(node.op_type() + " with " + std::to_string(v.size() / 2) + " spatial dims in 'pads': only 2-D is supported");
+  if (v.size() != 4)
+    unsupported(node.op_type() + " with " + std::to_string(v.size() / 2) + " spatial dims in 'pads': only 2-D is supported");
   for (int64_t p : v)
     if (p < 0) unsupported(node.op_type() + " with negative pads");
   return {v[0], v[1], v[2], v[3]};
@@ -99,14 +100,13 @@ class ConvLayer : public Layer {
     return p;
   }
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext& ctx) override {
-    out[0] = Value::of(conv_.forward(tensor_in(in, 0, "Conv"), tensor_in(in, 1, "Conv"), optional_in(in, 2),
-                                     ctx.mode != Mode::inference));
+    out[0] = Value::of(
+        conv_.forward(tensor_in(in, 0, "Conv"), tensor_in(in, 1, "Conv"), optional_in(in, 2), ctx.mode != Mode::inference));
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     const bool nb = need.size() > 2 && need[2] && in.size() > 2 && in[2];
-    conv_.backward(in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr,
-                   nb ? &gin[2] : nullptr);
+    conv_.backward(in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr, nb ? &gin[2] : nullptr);
   }
   bool keeps_input(int i) const override { return i <= 1; }
 
@@ -164,8 +164,8 @@ class BatchNormLayer : public Layer {
     if (outputs_ >= 3) out[3] = Value::of(stats_.mean.clone());
     if (outputs_ >= 4) out[4] = Value::of(stats_.var.clone());
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     if (!trained_) unsupported("BatchNormalization backward after an inference-mode forward");
     ops::batchnorm_backward(in[0]->t, in[1]->t, stats_, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr,
                             need[2] ? &gin[2] : nullptr);
@@ -214,7 +214,8 @@ class ActivationLayer : public Layer {
           if (node.input(i).empty()) continue;
           const Value* v = constant(i);
           if (!v || v->is_int || v->t.numel() != 1)
-            unsupported("Clip " + std::string(i == 1 ? "min" : "max") + " input '" + node.input(i) + "' must be a constant fp32 scalar");
+            unsupported("Clip " + std::string(i == 1 ? "min" : "max") + " input '" + node.input(i) +
+                        "' must be a constant fp32 scalar");
           (i == 1 ? p_.lo : p_.hi) = v->t.data()[0];
         }
       }
@@ -263,16 +264,26 @@ class PoolLayer : public Layer {
     x_shape_ = x.shape();
     x_layout_ = x.layout();
     switch (kind_) {
-      case max: out[0] = Value::of(ops::maxpool_forward(x, p_, ctx.mode != Mode::inference ? &saved_ : nullptr)); break;
-      case average: out[0] = Value::of(ops::avgpool_forward(x, p_)); break;
-      case global_average: out[0] = Value::of(ops::global_avgpool_forward(x)); break;
+      case max:
+        out[0] = Value::of(ops::maxpool_forward(x, p_, ctx.mode != Mode::inference ? &saved_ : nullptr));
+        break;
+      case average:
+        out[0] = Value::of(ops::avgpool_forward(x, p_));
+        break;
+      case global_average:
+        out[0] = Value::of(ops::global_avgpool_forward(x));
+        break;
     }
   }
-  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>&) override {
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>&) override {
     switch (kind_) {
-      case max: gin[0] = ops::maxpool_backward(x_shape_, saved_, gy); break;
-      case average: gin[0] = ops::avgpool_backward(x_shape_, p_, gy); break;
+      case max:
+        gin[0] = ops::maxpool_backward(x_shape_, saved_, gy);
+        break;
+      case average:
+        gin[0] = ops::avgpool_backward(x_shape_, p_, gy);
+        break;
       case global_average: {
         Tensor like(x_shape_, x_layout_);
         gin[0] = ops::global_avgpool_backward(like, to_layout(gy, Layout::plain));
@@ -301,11 +312,11 @@ class GemmLayer : public Layer {
     p_.trans_b = attr_int(node, "transB", 0) != 0;
   }
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext&) override {
-    out[0] = Value::of(ops::gemm_forward(to_layout(tensor_in(in, 0, "Gemm"), Layout::plain), tensor_in(in, 1, "Gemm"),
-                                         optional_in(in, 2), p_));
+    out[0] = Value::of(
+        ops::gemm_forward(to_layout(tensor_in(in, 0, "Gemm"), Layout::plain), tensor_in(in, 1, "Gemm"), optional_in(in, 2), p_));
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     const Tensor C = optional_in(in, 2);
     ops::gemm_backward(to_layout(in[0]->t, Layout::plain), in[1]->t, C, p_, gy, need[0] ? &gin[0] : nullptr,
                        need[1] ? &gin[1] : nullptr, (need.size() > 2 && need[2] && C.defined()) ? &gin[2] : nullptr);
@@ -322,8 +333,8 @@ class SparseFclLayer : public Layer {
     out[0] = Value::of(ops::sparse_fcl_forward(tensor_in(in, 0, "sparse FCL"), tensor_in(in, 1, "sparse FCL"), optional_in(in, 2),
                                                tensor_in(in, 3, "sparse FCL"), optional_in(in, 4), &saved_));
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     auto want = [&](size_t i) { return need.size() > i && need[i] && in.size() > i && in[i] ? &gin[i] : nullptr; };
     ops::sparse_fcl_backward(in[0]->t, in[1]->t, in[3]->t, saved_, gy, want(0), want(1), want(2), want(3), want(4));
   }
@@ -343,8 +354,8 @@ class MatMulLayer : public Layer {
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext&) override {
     out[0] = Value::of(ops::matmul_forward(tensor_in(in, 0, "MatMul"), tensor_in(in, 1, "MatMul")));
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     ops::matmul_backward(in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr);
   }
   bool keeps_input(int i) const override { return i <= 1; }
@@ -368,8 +379,8 @@ class BinaryLayer : public Layer {
     layouts_[1] = b.layout();
     out[0] = Value::of(ops::binary_forward(op_, a, b));
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     if (op_ == ops::BinaryOp::mul) {
       ops::binary_backward(op_, in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr);
       return;
@@ -402,8 +413,8 @@ class SumLayer : public Layer {
     }
     out[0] = Value::of(acc);
   }
-  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     for (size_t i = 0; i < shapes_.size(); ++i)
       if (need[i]) gin[i] = ops::reduce_to_shape(gy.shape() == shapes_[i] ? gy : to_layout(gy, Layout::plain), shapes_[i]);
   }
@@ -444,17 +455,21 @@ class ReshapeLayer : public Layer {
     if (kind_ == flatten) {
       const int64_t r = x.rank();
       const int64_t a = axis_ < 0 ? axis_ + r : axis_;
-      if (a < 0 || a > r) throw_error(ErrorKind::bad_input, "Flatten axis " + std::to_string(axis_) + " for rank " + std::to_string(r));
+      if (a < 0 || a > r)
+        throw_error(ErrorKind::bad_input, "Flatten axis " + std::to_string(axis_) + " for rank " + std::to_string(r));
       int64_t outer = 1;
       for (int64_t d = 0; d < a; ++d) outer *= x.dim(static_cast<int>(d));
       s = {outer, outer ? x.numel() / outer : 0};
     } else {
-      if (in.size() < 2 || !in[1] || !in[1]->is_int) unsupported("Reshape shape input must be an int64 constant or shape arithmetic");
+      if (in.size() < 2 || !in[1] || !in[1]->is_int)
+        unsupported("Reshape shape input must be an int64 constant or shape arithmetic");
       s = in[1]->ints;
       int64_t known = 1, infer = -1;
       for (size_t d = 0; d < s.size(); ++d) {
         if (s[d] == 0 && !allowzero_) {
-          if (d >= x_shape_.size()) throw_error(ErrorKind::bad_input, "Reshape copies dim " + std::to_string(d) + " of a rank-" + std::to_string(x_shape_.size()) + " input");
+          if (d >= x_shape_.size())
+            throw_error(ErrorKind::bad_input,
+                        "Reshape copies dim " + std::to_string(d) + " of a rank-" + std::to_string(x_shape_.size()) + " input");
           s[d] = x_shape_[d];
         }
         if (s[d] == -1) {
@@ -467,14 +482,16 @@ class ReshapeLayer : public Layer {
         }
       }
       if (infer >= 0) {
-        if (known == 0 || x.numel() % known) throw_error(ErrorKind::bad_input, "Reshape cannot infer -1 for " + shape_to_string(x_shape_) + " -> " + shape_to_string(in[1]->ints));
+        if (known == 0 || x.numel() % known)
+          throw_error(ErrorKind::bad_input,
+                      "Reshape cannot infer -1 for " + shape_to_string(x_shape_) + " -> " + shape_to_string(in[1]->ints));
         s[infer] = x.numel() / known;
       }
     }
     out[0] = Value::of(xp.reshaped(s));
   }
-  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>&) override {
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>&) override {
     if (kind_ == identity) {
       gin[0] = gy;
       return;
@@ -517,8 +534,8 @@ class ConcatLayer : public Layer {
     }
     out[0] = Value::of(ops::concat_forward(xs, axis_));
   }
-  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>& need) override {
     auto parts = ops::concat_backward(shapes_, axis_, gy);
     for (size_t i = 0; i < parts.size(); ++i)
       if (need[i]) gin[i] = std::move(parts[i]);
@@ -575,8 +592,8 @@ class DropoutLayer : public Layer {
       out[1] = Value::of_ints(std::move(m), x.shape());
     }
   }
-  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>&) override {
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>&) override {
     gin[0] = active_ ? ops::dropout_backward(gy, ratio_, mask_, layout_) : gy;
   }
 
@@ -622,8 +639,8 @@ class TransposeLayer : public Layer {
     rank_ = x.rank();
     out[0] = Value::of(ops::transpose_forward(x, perm_));
   }
-  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>&) override {
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>&) override {
     gin[0] = ops::transpose_forward(gy, ops::inverse_permutation(perm_, rank_));
   }
 
@@ -680,8 +697,8 @@ class PadLayer : public Layer {
     }
     out[0] = Value::of(ops::pad_forward(x, full_, value_));
   }
-  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy,
-                std::vector<Tensor>& gin, const std::vector<bool>&) override {
+  void backward(const std::vector<const Value*>&, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
+                const std::vector<bool>&) override {
     gin[0] = ops::pad_backward(x_shape_, full_, gy);
   }
 
@@ -733,12 +750,18 @@ class ShapeArithLayer : public Layer {
     } else if (op_ == "Constant") {
       if (node.attribute_size() != 1) unsupported("Constant without exactly one value attribute");
       const auto& a = node.attribute(0);
-      if (a.name() == "value") constant_ = value_from_proto(a.t());
-      else if (a.name() == "value_float") constant_ = Value::of(Tensor::from_values({}, {a.f()}));
-      else if (a.name() == "value_floats") constant_ = Value::of(Tensor::from_values({a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end())));
-      else if (a.name() == "value_int") constant_ = Value::of_ints({a.i()}, {});
-      else if (a.name() == "value_ints") constant_ = Value::of_ints(std::vector<int64_t>(a.ints().begin(), a.ints().end()), {a.ints_size()});
-      else unsupported("Constant with attribute '" + a.name() + "'");
+      if (a.name() == "value")
+        constant_ = value_from_proto(a.t());
+      else if (a.name() == "value_float")
+        constant_ = Value::of(Tensor::from_values({}, {a.f()}));
+      else if (a.name() == "value_floats")
+        constant_ = Value::of(Tensor::from_values({a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end())));
+      else if (a.name() == "value_int")
+        constant_ = Value::of_ints({a.i()}, {});
+      else if (a.name() == "value_ints")
+        constant_ = Value::of_ints(std::vector<int64_t>(a.ints().begin(), a.ints().end()), {a.ints_size()});
+      else
+        unsupported("Constant with attribute '" + a.name() + "'");
     } else if (op_ == "ConstantOfShape") {
       check_attributes(node, {"value"});
       const auto* a = onnxu::find_attribute(node, "value");
@@ -790,13 +813,17 @@ class ShapeArithLayer : public Layer {
           if (!(axes.empty() ? s[d] == 1 : drop.count(d) > 0)) t.push_back(s[d]);
         s = t;
       }
-      if (v.is_int) out[0] = Value::of_ints(v.ints, s);
-      else out[0] = Value::of(to_layout(v.t, Layout::plain).reshaped(s));
+      if (v.is_int)
+        out[0] = Value::of_ints(v.ints, s);
+      else
+        out[0] = Value::of(to_layout(v.t, Layout::plain).reshaped(s));
     } else if (op_ == "Cast") {
       const Value& v = need(in, 0);
       const bool to_float = to_ == onnx::TensorProto::FLOAT || to_ == onnx::TensorProto::DOUBLE;
-      if (v.is_int && !to_float) out[0] = v;
-      else if (!v.is_int && to_float) out[0] = v;
+      if (v.is_int && !to_float)
+        out[0] = v;
+      else if (!v.is_int && to_float)
+        out[0] = v;
       else if (v.is_int) {
         Tensor t(v.int_shape);
         for (size_t i = 0; i < v.ints.size(); ++i) t.data()[i] = static_cast<float>(v.ints[i]);
@@ -816,7 +843,8 @@ class ShapeArithLayer : public Layer {
 
  private:
   static const Value& need(const std::vector<const Value*>& in, size_t i) {
-    if (i >= in.size() || !in[i] || !in[i]->defined()) throw_error(ErrorKind::bad_input, "input " + std::to_string(i) + " is missing");
+    if (i >= in.size() || !in[i] || !in[i]->defined())
+      throw_error(ErrorKind::bad_input, "input " + std::to_string(i) + " is missing");
     return *in[i];
   }
   static const Value& need_int(const std::vector<const Value*>& in, size_t i) {
@@ -834,7 +862,8 @@ class ShapeArithLayer : public Layer {
 }  // namespace
 
 bool is_foldable(const std::string& op) {
-  static const std::set<std::string> ops = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Constant", "ConstantOfShape", "Concat"};
+  static const std::set<std::string> ops = {"Shape", "Gather",   "Unsqueeze",       "Squeeze",
+                                            "Cast",  "Constant", "ConstantOfShape", "Concat"};
   return ops.count(op) > 0;
 }
 

@@ -3,9 +3,9 @@
 #include "nn/model.h"
 
 #include <map>
-#include <utility>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "nn/layer.h"
@@ -25,8 +25,8 @@ struct Model::Impl {
     std::string desc;
     std::string op;
     std::unique_ptr<Layer> layer;
-    std::vector<int> in, out;  // value ids (-1: omitted optional input)
-    bool backward = false;     // some input requires a gradient
+    std::vector<int> in, out;               // value ids (-1: omitted optional input)
+    bool backward = false;                  // some input requires a gradient
     const onnx::NodeProto* node = nullptr;  // while planning only
   };
   void fuse_sparse_fcl();
@@ -36,7 +36,7 @@ struct Model::Impl {
   int64_t opset = 0;
   std::vector<std::string> names;  // value id -> name
   std::unordered_map<std::string, int> ids;
-  std::vector<Value> constants;    // by value id (undefined if not constant)
+  std::vector<Value> constants;  // by value id (undefined if not constant)
   std::vector<Step> steps;
   std::vector<std::string> input_names, output_names;
   std::vector<int> input_ids, output_ids;
@@ -49,9 +49,9 @@ struct Model::Impl {
   std::vector<int> first_keep;  // earliest step whose backward needs the value (-1: none)
   std::map<std::string, int> op_counts;
   int folded = 0;
-  std::vector<int> param_first_step;      // per parameter: earliest step whose backward adds to its gradient (-1: none)
+  std::vector<int> param_first_step;  // per parameter: earliest step whose backward adds to its gradient (-1: none)
   std::vector<BatchNormLayer> bn_layers;
-  std::vector<int> bn_of_step;            // per step: its index in bn_layers, or -1
+  std::vector<int> bn_of_step;  // per step: its index in bn_layers, or -1
   BatchNormStatistics bn_treatment = BatchNormStatistics::running_update;
   std::vector<std::vector<ChannelMoments>> bn_deferred;
   std::vector<ChannelMoments> bn_collected;
@@ -76,7 +76,8 @@ struct Model::Impl {
 
   void plan(const onnx::ModelProto& model);
   // plan()'s phases, in order.
-  void declare_inputs_and_outputs(const onnx::GraphProto& g, const std::unordered_map<std::string, const onnx::TensorProto*>& inits);
+  void declare_inputs_and_outputs(const onnx::GraphProto& g,
+                                  const std::unordered_map<std::string, const onnx::TensorProto*>& inits);
   std::unordered_map<int, const onnx::TensorProto*> read_initializers(
       const std::unordered_map<std::string, const onnx::TensorProto*>& inits);
   std::vector<int> bind_steps(const onnx::GraphProto& g, const onnxu::GraphView& view,
@@ -95,8 +96,12 @@ struct Model::Impl {
 
 void Model::Impl::batch_moments(size_t l, const ChannelMoments& b) {
   switch (bn_treatment) {
-    case BatchNormStatistics::running_update: running_update(l, b.mean, b.variance(), true); break;
-    case BatchNormStatistics::deferred: bn_deferred.back()[l] = b; break;
+    case BatchNormStatistics::running_update:
+      running_update(l, b.mean, b.variance(), true);
+      break;
+    case BatchNormStatistics::deferred:
+      bn_deferred.back()[l] = b;
+      break;
     case BatchNormStatistics::collect:
       if (bn_collected.size() != bn_layers.size()) bn_collected.assign(bn_layers.size(), {});
       bn_collected[l].merge(b);
@@ -118,8 +123,8 @@ void Model::Impl::running_update(size_t l, const std::vector<double>& mean, cons
   float* rm = buffers[L.mean_buffer].value.data();
   float* rv = buffers[L.var_buffer].value.data();
   if (static_cast<int64_t>(mean.size()) != L.channels || static_cast<int64_t>(var.size()) != L.channels)
-    throw_error(ErrorKind::bad_input, "statistics of " + std::to_string(mean.size()) + " channels for " + L.node + " of " +
-                                          std::to_string(L.channels));
+    throw_error(ErrorKind::bad_input,
+                "statistics of " + std::to_string(mean.size()) + " channels for " + L.node + " of " + std::to_string(L.channels));
   const float mo = blend ? L.momentum : 0.0f;
   for (int64_t c = 0; c < L.channels; ++c) {
     rm[c] = mo * rm[c] + (1 - mo) * static_cast<float>(mean[c]);
@@ -174,7 +179,8 @@ void Model::Impl::fuse_sparse_fcl() {
         onnxu::attr_float(gn, "alpha", 1.0f) != 1.0f || onnxu::attr_float(gn, "beta", 1.0f) != 1.0f)
       continue;
     const int bias = gemm.in.size() > 2 ? gemm.in[2] : -1;
-    if (bias >= 0 && (!is_const(bias) || constants[bias].t.rank() != 1 || constants[bias].t.dim(0) != constants[gemm.in[1]].t.dim(0)))
+    if (bias >= 0 &&
+        (!is_const(bias) || constants[bias].t.rank() != 1 || constants[bias].t.dim(0) != constants[gemm.in[1]].t.dim(0)))
       continue;
     Step fused;
     fused.desc = "sparse FCL (" + conv.desc + " -> Flatten -> " + gemm.desc + ")";
@@ -217,14 +223,16 @@ void Model::Impl::declare_inputs_and_outputs(const onnx::GraphProto& g,
                                              const std::unordered_map<std::string, const onnx::TensorProto*>& inits) {
   auto check_float = [&](const onnx::ValueInfoProto& vi, const char* what) {
     if (!vi.type().has_tensor_type()) {
-      if (vi.has_type()) throw_error(ErrorKind::unsupported, std::string(what) + " '" + vi.name() + "' of " + origin + " is not a tensor");
+      if (vi.has_type())
+        throw_error(ErrorKind::unsupported, std::string(what) + " '" + vi.name() + "' of " + origin + " is not a tensor");
       return;
     }
     const int32_t et = vi.type().tensor_type().elem_type();
     if (et != onnx::TensorProto::FLOAT && et != onnx::TensorProto::UNDEFINED)
-      throw_error(ErrorKind::unsupported, std::string(what) + " '" + vi.name() + "' of " + origin + " has dtype " +
-                                              onnxu::dtype_name(et) + "; the engine runs fp32 only" +
-                                              (std::string(what) == "graph input" ? " (integer shape inputs must be initializers)" : ""));
+      throw_error(ErrorKind::unsupported,
+                  std::string(what) + " '" + vi.name() + "' of " + origin + " has dtype " + onnxu::dtype_name(et) +
+                      "; the engine runs fp32 only" +
+                      (std::string(what) == "graph input" ? " (integer shape inputs must be initializers)" : ""));
   };
   for (const auto& vi : g.input())
     if (!inits.count(vi.name())) {
@@ -386,10 +394,9 @@ void Model::Impl::find_batchnorm_steps() {
     auto mean = buffer_index.find(st.in[mi]), var = buffer_index.find(st.in[vi]);
     if (mean == buffer_index.end() || var == buffer_index.end()) continue;
     bn_of_step[s] = static_cast<int>(bn_layers.size());
-    bn_layers.push_back({st.desc, mean->second, var->second, st.layer->batchnorm_momentum(),
-                         buffers[mean->second].value.numel()});
+    bn_layers.push_back(
+        {st.desc, mean->second, var->second, st.layer->batchnorm_momentum(), buffers[mean->second].value.numel()});
   }
-
 }
 
 // Per value: whether backward needs it kept, the first step that keeps it, its last reader, and
@@ -428,12 +435,12 @@ void Model::Impl::check_outputs_produced() {
     for (int in : input_ids) produced = produced || in == id;
     for (const auto& st : steps)
       for (int o : st.out) produced = produced || o == id;
-    if (!produced) throw_error(ErrorKind::bad_input, "graph output '" + output_names[k] + "' of " + origin + " is never produced");
+    if (!produced)
+      throw_error(ErrorKind::bad_input, "graph output '" + output_names[k] + "' of " + origin + " is never produced");
   }
 }
 
-Model::Model(const onnx::ModelProto& model, const std::string& origin, ModelOptions options)
-    : impl_(std::make_unique<Impl>()) {
+Model::Model(const onnx::ModelProto& model, const std::string& origin, ModelOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->origin = origin;
   impl_->options = options;
   impl_->rng.seed(options.seed);
@@ -462,8 +469,8 @@ void Model::zero_grad() {
 std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode) {
   Impl& m = *impl_;
   if (inputs.size() != m.input_ids.size())
-    throw_error(ErrorKind::usage, m.origin + " takes " + std::to_string(m.input_ids.size()) + " inputs, given " +
-                                      std::to_string(inputs.size()));
+    throw_error(ErrorKind::usage,
+                m.origin + " takes " + std::to_string(m.input_ids.size()) + " inputs, given " + std::to_string(inputs.size()));
   m.vals.assign(m.names.size(), Value{});
   for (size_t id = 0; id < m.constants.size(); ++id)
     if (m.constants[id].defined()) m.vals[id] = m.constants[id];
@@ -477,8 +484,7 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs, Mode mode)
   for (const Tensor& t : inputs) m.input_shapes.push_back(t.shape());
   const bool training = mode == Mode::training;
   const bool keep = mode != Mode::inference;  // what backward() needs stays
-  if (training && m.bn_treatment == BatchNormStatistics::deferred)
-    m.bn_deferred.emplace_back(m.bn_layers.size());
+  if (training && m.bn_treatment == BatchNormStatistics::deferred) m.bn_deferred.emplace_back(m.bn_layers.size());
   detail::RunContext ctx;
   ctx.mode = mode;
   ctx.rng = &m.rng;
@@ -522,14 +528,16 @@ namespace {
 Tensor accumulate(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (a.shape() != b.shape())
-    throw_error(ErrorKind::bad_input, "gradient shapes differ: " + shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()));
+    throw_error(ErrorKind::bad_input,
+                "gradient shapes differ: " + shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()));
   return ops::binary_forward(ops::BinaryOp::add, a, to_layout(b, a.layout()));
 }
 }  // namespace
 
 void Model::backward(const std::vector<Tensor>& output_grads) {
   Impl& m = *impl_;
-  if (!m.trained_forward) throw_error(ErrorKind::usage, "backward() of " + m.origin + " without a training- or inference_grad-mode forward()");
+  if (!m.trained_forward)
+    throw_error(ErrorKind::usage, "backward() of " + m.origin + " without a training- or inference_grad-mode forward()");
   if (output_grads.size() != m.output_ids.size())
     throw_error(ErrorKind::usage, m.origin + " has " + std::to_string(m.output_ids.size()) + " outputs, given " +
                                       std::to_string(output_grads.size()) + " gradients");
@@ -539,7 +547,8 @@ void Model::backward(const std::vector<Tensor>& output_grads) {
     const Value& v = m.vals[m.output_ids[k]];
     if (!v.is_int && v.t.shape() != output_grads[k].shape())
       throw_error(ErrorKind::usage, "gradient of output '" + m.output_names[k] + "' has shape " +
-                                        shape_to_string(output_grads[k].shape()) + ", the output " + shape_to_string(v.t.shape()));
+                                        shape_to_string(output_grads[k].shape()) + ", the output " +
+                                        shape_to_string(v.t.shape()));
     grads[m.output_ids[k]] = accumulate(grads[m.output_ids[k]], output_grads[k]);
   }
   std::vector<const Value*> in, out;

@@ -18,8 +18,8 @@
 // initializers that feed differentiable operator inputs (Conv W/B, Gemm A/B/C, BatchNormalization
 // scale/B, MatMul operands, Transpose/Pad inputs, non-scalar Add/Sub/Mul/Sum operands); scalars
 // and non-differentiable inputs (Clip bounds, Dropout ratio) are constants, and
-// BatchNormalization running_mean/running_var are buffers. Not thread-safe: one Model per thread of control; intra-op threads come from
-// nn/threads.h.
+// BatchNormalization running_mean/running_var are buffers. Not thread-safe: one Model per thread of control; intra-op threads
+// come from nn/threads.h.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -44,14 +44,14 @@ namespace hpcnn::nn {
 enum class Mode { inference, training, inference_grad };
 
 struct Parameter {
-  std::string name;     // initializer name
-  Tensor value;         // plain layout, ONNX shape
-  Tensor grad;          // same shape; accumulated by backward(), cleared by zero_grad()
-  bool no_weight_decay; // BatchNormalization scale/bias and 1-D biases (Conv B, Gemm C)
+  std::string name;      // initializer name
+  Tensor value;          // plain layout, ONNX shape
+  Tensor grad;           // same shape; accumulated by backward(), cleared by zero_grad()
+  bool no_weight_decay;  // BatchNormalization scale/bias and 1-D biases (Conv B, Gemm C)
 };
 
-struct Buffer {         // non-trainable state updated in training mode
-  std::string name;     // initializer name (BatchNormalization running mean / var)
+struct Buffer {      // non-trainable state updated in training mode
+  std::string name;  // initializer name (BatchNormalization running mean / var)
   Tensor value;
 };
 

@@ -19,19 +19,19 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
   Tensor t(onnxu::dims_of(proto));
   if (dt == onnx::TensorProto::FLOAT && !proto.raw_data().empty()) {
     if (proto.raw_data().size() != t.bytes())
-      throw_error(ErrorKind::bad_input, what + " holds " + std::to_string(proto.raw_data().size()) +
-                                            " bytes of data for shape " + shape_to_string(t.shape()));
+      throw_error(ErrorKind::bad_input, what + " holds " + std::to_string(proto.raw_data().size()) + " bytes of data for shape " +
+                                            shape_to_string(t.shape()));
     std::memcpy(t.data(), proto.raw_data().data(), t.bytes());
   } else if (dt == onnx::TensorProto::FLOAT && proto.raw_data().empty()) {
     if (proto.float_data_size() != t.numel())
-      throw_error(ErrorKind::bad_input, what + " holds " + std::to_string(proto.float_data_size()) +
-                                            " values for shape " + shape_to_string(t.shape()));
+      throw_error(ErrorKind::bad_input,
+                  what + " holds " + std::to_string(proto.float_data_size()) + " values for shape " + shape_to_string(t.shape()));
     std::copy(proto.float_data().begin(), proto.float_data().end(), t.data());
   } else {
     std::vector<double> v = onnxu::to_doubles(proto);
     if (static_cast<int64_t>(v.size()) != t.numel())
-      throw_error(ErrorKind::bad_input, what + " holds " + std::to_string(v.size()) + " values for shape " +
-                                            shape_to_string(t.shape()));
+      throw_error(ErrorKind::bad_input,
+                  what + " holds " + std::to_string(v.size()) + " values for shape " + shape_to_string(t.shape()));
     for (size_t i = 0; i < v.size(); ++i) t.data()[i] = static_cast<float>(v[i]);
   }
   return t;

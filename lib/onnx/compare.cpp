@@ -58,7 +58,8 @@ std::string value_info_difference(const google::protobuf::RepeatedPtrField<onnx:
     return std::to_string(a.size()) + " graph " + what + "s in the first, " + std::to_string(b.size()) + " in the second";
   for (int i = 0; i < a.size(); ++i) {
     if (a.Get(i).name() != b.Get(i).name())
-      return "graph " + what + " " + std::to_string(i) + " is '" + a.Get(i).name() + "' in the first, '" + b.Get(i).name() + "' in the second";
+      return "graph " + what + " " + std::to_string(i) + " is '" + a.Get(i).name() + "' in the first, '" + b.Get(i).name() +
+             "' in the second";
     if (a.Get(i).type().SerializeAsString() != b.Get(i).type().SerializeAsString())
       return "graph " + what + " '" + a.Get(i).name() + "' has another type or shape in the second";
   }
@@ -79,8 +80,8 @@ std::string structure_difference(const onnx::ModelProto& first, const onnx::Mode
     if (it == inits.end()) return "initializer '" + t.name() + "' is in the second only";
     const Dims dims(t.dims().begin(), t.dims().end());
     if (it->second.second != dims)
-      return "initializer '" + t.name() + "' has shape " + dims_to_string(it->second.second) + " in the first, " + dims_to_string(dims) +
-             " in the second";
+      return "initializer '" + t.name() + "' has shape " + dims_to_string(it->second.second) + " in the first, " +
+             dims_to_string(dims) + " in the second";
     if (it->second.first != t.data_type()) return "initializer '" + t.name() + "' has another dtype in the second";
     inits.erase(it);
   }

@@ -68,17 +68,16 @@ GraphView::GraphView(const onnx::GraphProto& graph) : graph_(&graph) {
   for (int i = 0; i < n; ++i) {
     for (const auto& in : graph.node(i).input())
       if (!in.empty() && !defined(in))  // (empty: an omitted optional input)
-        throw_error(ErrorKind::bad_input, describe(i) + " reads '" + in +
-                                              "', which no node, initializer or graph input defines (truncated model?)");
+        throw_error(ErrorKind::bad_input,
+                    describe(i) + " reads '" + in + "', which no node, initializer or graph input defines (truncated model?)");
     add_uses(i);
     for (const auto& v : subgraph_reads_[i])
       if (!defined(v))
-        throw_error(ErrorKind::bad_input, describe(i) + " reads '" + v +
-                                              "' inside a subgraph, which no node, initializer or graph input defines");
+        throw_error(ErrorKind::bad_input,
+                    describe(i) + " reads '" + v + "' inside a subgraph, which no node, initializer or graph input defines");
   }
   for (const auto& out : graph.output())
-    if (!defined(out.name()))
-      throw_error(ErrorKind::bad_input, "graph output '" + out.name() + "' is not produced by any node");
+    if (!defined(out.name())) throw_error(ErrorKind::bad_input, "graph output '" + out.name() + "' is not produced by any node");
   compute_order();
 }
 
@@ -297,9 +296,9 @@ const onnx::TensorProto& Graph::put_initializer(onnx::TensorProto tensor) {
 void Graph::remove_initializer(const std::string& name) {
   if (!initializers_.count(name)) throw_error(ErrorKind::bad_input, "cannot remove initializer '" + name + "': there is none");
   if (!consumers(name).empty())
-    throw_error(ErrorKind::bad_input, "cannot remove initializer '" + name + "': " + describe(consumers(name)[0].node) + " reads it");
-  if (is_graph_output(name))
-    throw_error(ErrorKind::bad_input, "cannot remove initializer '" + name + "': it is a graph output");
+    throw_error(ErrorKind::bad_input,
+                "cannot remove initializer '" + name + "': " + describe(consumers(name)[0].node) + " reads it");
+  if (is_graph_output(name)) throw_error(ErrorKind::bad_input, "cannot remove initializer '" + name + "': it is a graph output");
   auto* inits = g_->mutable_initializer();
   for (int i = 0; i < inits->size(); ++i)
     if (inits->Get(i).name() == name) {
@@ -351,8 +350,7 @@ int Graph::insert_node(int position, onnx::NodeProto nd) {
   std::unordered_set<std::string> new_values, new_nodes;
   for (const auto* sg : subgraphs(nd)) collect_names(*sg, new_values, new_nodes);
   for (const auto& o : nd.output())
-    if (!o.empty() && !new_values.insert(o).second)
-      throw_error(ErrorKind::bad_input, who + " produces '" + o + "' twice");
+    if (!o.empty() && !new_values.insert(o).second) throw_error(ErrorKind::bad_input, who + " produces '" + o + "' twice");
   for (const auto& v : new_values)
     if (defined(v) || value_names_.count(v))
       throw_error(ErrorKind::bad_input, who + " defines '" + v + "', which is already defined");
@@ -378,12 +376,15 @@ int Graph::insert_node(int position, onnx::NodeProto nd) {
 }
 
 void Graph::remove_node(int i) {
-  if (i < 0 || i >= node_count()) throw_error(ErrorKind::bad_input, "cannot remove node #" + std::to_string(i) + ": no such node");
+  if (i < 0 || i >= node_count())
+    throw_error(ErrorKind::bad_input, "cannot remove node #" + std::to_string(i) + ": no such node");
   for (const auto& o : node(i).output()) {
     if (o.empty()) continue;
     if (!consumers(o).empty())
-      throw_error(ErrorKind::bad_input, "cannot remove " + describe(i) + ": " + describe(consumers(o)[0].node) + " reads its output '" + o + "'");
-    if (is_graph_output(o)) throw_error(ErrorKind::bad_input, "cannot remove " + describe(i) + ": its output '" + o + "' is a graph output");
+      throw_error(ErrorKind::bad_input,
+                  "cannot remove " + describe(i) + ": " + describe(consumers(o)[0].node) + " reads its output '" + o + "'");
+    if (is_graph_output(o))
+      throw_error(ErrorKind::bad_input, "cannot remove " + describe(i) + ": its output '" + o + "' is a graph output");
   }
   remove_uses(i);
   for (const auto& o : node(i).output()) {
@@ -408,7 +409,8 @@ void Graph::remove_node(int i) {
 
 void Graph::set_input(int n, int input, const std::string& value) {
   if (n < 0 || n >= node_count() || input < 0 || input >= node(n).input_size())
-    throw_error(ErrorKind::bad_input, "cannot set input " + std::to_string(input) + " of node #" + std::to_string(n) + ": no such input");
+    throw_error(ErrorKind::bad_input,
+                "cannot set input " + std::to_string(input) + " of node #" + std::to_string(n) + ": no such input");
   if (!value.empty()) {
     if (!defined(value)) throw_error(ErrorKind::bad_input, describe(n) + " cannot read '" + value + "': it is not defined");
     const int p = producer(value);
@@ -422,7 +424,8 @@ void Graph::set_input(int n, int input, const std::string& value) {
 }
 
 void Graph::set_attribute(int n, const onnx::AttributeProto& attribute) {
-  if (n < 0 || n >= node_count()) throw_error(ErrorKind::bad_input, "cannot set an attribute of node #" + std::to_string(n) + ": no such node");
+  if (n < 0 || n >= node_count())
+    throw_error(ErrorKind::bad_input, "cannot set an attribute of node #" + std::to_string(n) + ": no such node");
   auto* attrs = g_->mutable_node(n)->mutable_attribute();
   onnx::AttributeProto* slot = nullptr;
   for (auto& a : *attrs)
@@ -437,17 +440,21 @@ void Graph::set_attribute(int n, const onnx::AttributeProto& attribute) {
     if (attribute.has_g()) collect_names(attribute.g(), inner_values, inner_nodes);
     for (const auto& sg : attribute.graphs()) collect_names(sg, inner_values, inner_nodes);
     for (const auto& v : inner_values)
-      if (defined(v)) throw_error(ErrorKind::bad_input, describe(n) + " would define '" + v + "' inside a subgraph, which is already defined");
+      if (defined(v))
+        throw_error(ErrorKind::bad_input, describe(n) + " would define '" + v + "' inside a subgraph, which is already defined");
     for (const auto& v : reads) {
-      if (!defined(v)) throw_error(ErrorKind::bad_input, describe(n) + " would read '" + v + "' inside a subgraph, which is not defined");
+      if (!defined(v))
+        throw_error(ErrorKind::bad_input, describe(n) + " would read '" + v + "' inside a subgraph, which is not defined");
       const int p = producer(v);
       if (p >= 0 && reaches(n, p))
         throw_error(ErrorKind::bad_input, describe(n) + " would read '" + v + "' inside a subgraph: that would make a cycle");
     }
   }
   if (graphs) remove_uses(n);
-  if (slot) *slot = attribute;
-  else *attrs->Add() = attribute;
+  if (slot)
+    *slot = attribute;
+  else
+    *attrs->Add() = attribute;
   if (graphs) {
     add_uses(n);
     for (const auto* sg : subgraphs(node(n))) collect_names(*sg, value_names_, node_names_);
@@ -456,7 +463,8 @@ void Graph::set_attribute(int n, const onnx::AttributeProto& attribute) {
 }
 
 void Graph::set_attribute_int(int n, const std::string& name, int64_t value) {
-  if (n < 0 || n >= node_count()) throw_error(ErrorKind::bad_input, "cannot set an attribute of node #" + std::to_string(n) + ": no such node");
+  if (n < 0 || n >= node_count())
+    throw_error(ErrorKind::bad_input, "cannot set an attribute of node #" + std::to_string(n) + ": no such node");
   for (auto& a : *g_->mutable_node(n)->mutable_attribute())
     if (a.name() == name) {
       if (has_graphs(a)) throw_error(ErrorKind::bad_input, describe(n) + ": attribute '" + name + "' holds a graph, not an INT");
@@ -487,7 +495,8 @@ void Graph::replace_uses(const std::string& from, const std::string& to) {
   const int p = producer(to);
   for (int r : readers)
     if (p >= 0 && reaches(r, p))
-      throw_error(ErrorKind::bad_input, describe(r) + " cannot read '" + to + "' instead of '" + from + "': that would make a cycle");
+      throw_error(ErrorKind::bad_input,
+                  describe(r) + " cannot read '" + to + "' instead of '" + from + "': that would make a cycle");
   for (int r : readers) {
     remove_uses(r);
     rename_reads(r, from, to);
@@ -539,8 +548,7 @@ void Graph::rename_value(const std::string& from, const std::string& to) {
 
 std::string Graph::unique_value_name(const std::string& base) {
   std::string name = base;
-  for (int i = 1; value_names_.count(name) || reserved_.count(name) || defined(name); ++i)
-    name = base + "_" + std::to_string(i);
+  for (int i = 1; value_names_.count(name) || reserved_.count(name) || defined(name); ++i) name = base + "_" + std::to_string(i);
   reserved_.insert(name);
   return name;
 }

@@ -107,12 +107,12 @@ class GraphView {
 struct ConstantRef {
   enum class Kind { initializer, constant_node, constant_of_shape };
   Kind kind;
-  std::string name;                    // the value's name in the graph
-  int node = -1;                       // producing node (Constant / ConstantOfShape)
+  std::string name;  // the value's name in the graph
+  int node = -1;     // producing node (Constant / ConstantOfShape)
   Dims dims;
   int32_t dtype = onnx::TensorProto::FLOAT;
-  double fill = 0;                     // ConstantOfShape: the value of every element
-  std::string shape_name;              // ConstantOfShape: name of its shape input
+  double fill = 0;         // ConstantOfShape: the value of every element
+  std::string shape_name;  // ConstantOfShape: name of its shape input
 };
 
 std::optional<ConstantRef> find_constant(const GraphView& view, const std::string& value);
@@ -173,14 +173,14 @@ class Graph : public GraphView {
   void clear_value_info() { g_->clear_value_info(); }
 
  private:
-  void shift_nodes(int from, int delta);  // node indices >= from move by delta
+  void shift_nodes(int from, int delta);          // node indices >= from move by delta
   bool reaches(int from_node, int target) const;  // target depends on from_node's outputs
   void sync_input_dims(const onnx::TensorProto& t);
   void rename_reads(int node, const std::string& from, const std::string& to);
 
   onnx::GraphProto* g_;
   int64_t ir_version_;
-  std::unordered_set<std::string> value_names_, node_names_;  // defined in the graph or a subgraph
+  std::unordered_set<std::string> value_names_, node_names_;   // defined in the graph or a subgraph
   std::unordered_set<std::string> reserved_, reserved_nodes_;  // handed out by unique_*_name()
 };
 

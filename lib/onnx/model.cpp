@@ -62,9 +62,14 @@ fs::path load_external(TP& t, const fs::path& model_dir) {
     bool has_length = false;
     uint64_t length = 0;
     for (const auto& kv : t.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = parse_u64("offset", kv.value());
-      else if (kv.key() == "length") { length = parse_u64("length", kv.value()); has_length = true; }
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = parse_u64("offset", kv.value());
+      else if (kv.key() == "length") {
+        length = parse_u64("length", kv.value());
+        has_length = true;
+      }
     }
     fs::path file = resolve_location(model_dir, location);
     read = file;
@@ -129,8 +134,8 @@ Model load_model(const fs::path& path) {
       throw_error(ErrorKind::bad_input, "not a valid ONNX model: missing graph, IR version or opset imports");
     const int64_t opset = default_opset(m.proto);
     if (opset != 0 && opset < kMinOpset)
-      throw_error(ErrorKind::unsupported, "opset " + std::to_string(opset) + " is older than the oldest supported (" +
-                                              std::to_string(kMinOpset) + ")");
+      throw_error(ErrorKind::unsupported,
+                  "opset " + std::to_string(opset) + " is older than the oldest supported (" + std::to_string(kMinOpset) + ")");
     if (opset > kMaxTestedOpset)
       spdlog::warn("'{}' uses opset {}; tested with opsets {} to {}", path.string(), opset, kMinOpset, kMaxTestedOpset);
     const fs::path dir = path.parent_path();
@@ -160,7 +165,8 @@ void save_model(onnx::ModelProto& model, const fs::path& path, const SaveOptions
     for (const fs::path& p : {path, fs::path(path.string() + ".data")})
       for (const fs::path& keep : options.protected_files)
         if (fs::weakly_canonical(p) == keep)
-          throw_error(ErrorKind::usage, "'" + p.string() + "' is the input model's external data file: choose another output name");
+          throw_error(ErrorKind::usage,
+                      "'" + p.string() + "' is the input model's external data file: choose another output name");
     // Decide whether tensors go to an external data file.
     bool external = options.external_data == ExternalData::always;
     if (options.external_data == ExternalData::automatic) {

@@ -13,8 +13,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
-#include <vector>
 #include <string>
+#include <vector>
 
 namespace hpcnn::onnxu {
 
@@ -23,7 +23,7 @@ inline constexpr int64_t kMaxTestedOpset = 21;
 
 struct Model {
   onnx::ModelProto proto;
-  std::filesystem::path path;    // where it was read from
+  std::filesystem::path path;  // where it was read from
   bool had_external_data = false;
   std::vector<std::filesystem::path> external_files;  // the external data files read (weakly canonical)
 };

@@ -20,15 +20,18 @@ void strip(onnx::TensorProto& t) {
   const size_t bytes = t.raw_data().size() + 4 * (t.float_data_size() + t.int32_data_size()) +
                        8 * (t.int64_data_size() + t.double_data_size() + t.uint64_data_size());
   if (bytes <= kKeepBytes) return;
-  t.clear_raw_data(); t.clear_float_data(); t.clear_int32_data();
-  t.clear_int64_data(); t.clear_double_data(); t.clear_uint64_data();
+  t.clear_raw_data();
+  t.clear_float_data();
+  t.clear_int32_data();
+  t.clear_int64_data();
+  t.clear_double_data();
+  t.clear_uint64_data();
 }
 
 void add_shape(ShapeMap& out, const onnx::ValueInfoProto& v) {
   if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
   Dims d;
-  for (const auto& dim : v.type().tensor_type().shape().dim())
-    d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+  for (const auto& dim : v.type().tensor_type().shape().dim()) d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
   out[v.name()] = std::move(d);
 }
 
@@ -151,8 +154,9 @@ ShapeMap infer_shapes(const onnx::ModelProto& model, bool declared_outputs) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw_error(ErrorKind::bad_input, "ONNX shape inference failed on this model (" +
-                                          std::string(WIFSIGNALED(status) ? "it crashed: malformed shapes or attributes?" : "no result") + ")");
+    throw_error(ErrorKind::bad_input,
+                "ONNX shape inference failed on this model (" +
+                    std::string(WIFSIGNALED(status) ? "it crashed: malformed shapes or attributes?" : "no result") + ")");
   ShapeMap out;
   size_t pos = 0;
   auto take = [&](void* dst, size_t n) {

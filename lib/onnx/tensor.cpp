@@ -50,9 +50,8 @@ void check_raw_size(const TP& t) {
   size_t es = element_size(t.data_type());
   if (static_cast<uint64_t>(t.raw_data().size()) != static_cast<uint64_t>(n) * es)
     throw_error(ErrorKind::bad_input, tensor_label(t) + " has " + std::to_string(t.raw_data().size()) +
-                                          " bytes of data but its shape " + dims_to_string(dims_of(t)) +
-                                          " and dtype " + dtype_name(t.data_type()) + " need " +
-                                          std::to_string(static_cast<uint64_t>(n) * es));
+                                          " bytes of data but its shape " + dims_to_string(dims_of(t)) + " and dtype " +
+                                          dtype_name(t.data_type()) + " need " + std::to_string(static_cast<uint64_t>(n) * es));
 }
 
 template <class T>
@@ -64,20 +63,34 @@ T read_le(const char* p) {
 
 double raw_value(const char* p, int32_t dt) {
   switch (dt) {
-    case TP::FLOAT: return read_le<float>(p);
-    case TP::DOUBLE: return read_le<double>(p);
-    case TP::FLOAT16: return half_to_float(read_le<uint16_t>(p));
-    case TP::BFLOAT16: return bf16_to_float(read_le<uint16_t>(p));
-    case TP::INT8: return read_le<int8_t>(p);
-    case TP::UINT8: return read_le<uint8_t>(p);
-    case TP::INT16: return read_le<int16_t>(p);
-    case TP::UINT16: return read_le<uint16_t>(p);
-    case TP::INT32: return read_le<int32_t>(p);
-    case TP::UINT32: return read_le<uint32_t>(p);
-    case TP::INT64: return static_cast<double>(read_le<int64_t>(p));
-    case TP::UINT64: return static_cast<double>(read_le<uint64_t>(p));
-    case TP::BOOL: return read_le<uint8_t>(p) ? 1.0 : 0.0;
-    default: throw_error(ErrorKind::unsupported, "dtype " + dtype_name(dt) + " has no numeric value");
+    case TP::FLOAT:
+      return read_le<float>(p);
+    case TP::DOUBLE:
+      return read_le<double>(p);
+    case TP::FLOAT16:
+      return half_to_float(read_le<uint16_t>(p));
+    case TP::BFLOAT16:
+      return bf16_to_float(read_le<uint16_t>(p));
+    case TP::INT8:
+      return read_le<int8_t>(p);
+    case TP::UINT8:
+      return read_le<uint8_t>(p);
+    case TP::INT16:
+      return read_le<int16_t>(p);
+    case TP::UINT16:
+      return read_le<uint16_t>(p);
+    case TP::INT32:
+      return read_le<int32_t>(p);
+    case TP::UINT32:
+      return read_le<uint32_t>(p);
+    case TP::INT64:
+      return static_cast<double>(read_le<int64_t>(p));
+    case TP::UINT64:
+      return static_cast<double>(read_le<uint64_t>(p));
+    case TP::BOOL:
+      return read_le<uint8_t>(p) ? 1.0 : 0.0;
+    default:
+      throw_error(ErrorKind::unsupported, "dtype " + dtype_name(dt) + " has no numeric value");
   }
 }
 
@@ -94,7 +107,9 @@ int64_t numel(const Dims& dims) {
   return n;
 }
 
-int64_t numel(const TP& t) { return with_context("while reading " + tensor_label(t), [&] { return numel(dims_of(t)); }); }
+int64_t numel(const TP& t) {
+  return with_context("while reading " + tensor_label(t), [&] { return numel(dims_of(t)); });
+}
 
 Dims dims_of(const TP& t) { return Dims(t.dims().begin(), t.dims().end()); }
 
@@ -109,19 +124,37 @@ std::string dtype_name(int32_t dt) {
   return "dtype#" + std::to_string(dt);
 }
 
-bool is_floating(int32_t dt) {
-  return dt == TP::FLOAT || dt == TP::DOUBLE || dt == TP::FLOAT16 || dt == TP::BFLOAT16;
-}
+bool is_floating(int32_t dt) { return dt == TP::FLOAT || dt == TP::DOUBLE || dt == TP::FLOAT16 || dt == TP::BFLOAT16; }
 
 size_t element_size(int32_t dt) {
   switch (dt) {
-    case TP::FLOAT: case TP::INT32: case TP::UINT32: return 4;
-    case TP::DOUBLE: case TP::INT64: case TP::UINT64: case TP::COMPLEX64: return 8;
-    case TP::FLOAT16: case TP::BFLOAT16: case TP::INT16: case TP::UINT16: return 2;
-    case TP::INT8: case TP::UINT8: case TP::BOOL: return 1;
-    case TP::COMPLEX128: return 16;
-    case 17: case 18: case 19: case 20: return 1;  // float8 variants (IR 9)
-    default: throw_error(ErrorKind::unsupported, "dtype " + dtype_name(dt) + " has no fixed element size");
+    case TP::FLOAT:
+    case TP::INT32:
+    case TP::UINT32:
+      return 4;
+    case TP::DOUBLE:
+    case TP::INT64:
+    case TP::UINT64:
+    case TP::COMPLEX64:
+      return 8;
+    case TP::FLOAT16:
+    case TP::BFLOAT16:
+    case TP::INT16:
+    case TP::UINT16:
+      return 2;
+    case TP::INT8:
+    case TP::UINT8:
+    case TP::BOOL:
+      return 1;
+    case TP::COMPLEX128:
+      return 16;
+    case 17:
+    case 18:
+    case 19:
+    case 20:
+      return 1;  // float8 variants (IR 9)
+    default:
+      throw_error(ErrorKind::unsupported, "dtype " + dtype_name(dt) + " has no fixed element size");
   }
 }
 
@@ -138,8 +171,7 @@ void check_tensor_size(const TP& t) {
 
 void ensure_raw(TP& t) {
   with_context("while reading " + tensor_label(t), [&] {
-    if (t.data_location() == TP::EXTERNAL)
-      throw_error(ErrorKind::bad_input, "external data was not loaded");
+    if (t.data_location() == TP::EXTERNAL) throw_error(ErrorKind::bad_input, "external data was not loaded");
     const int32_t dt = t.data_type();
     const size_t es = element_size(dt);
     const int64_t n = numel(t);
@@ -156,12 +188,22 @@ void ensure_raw(TP& t) {
     auto copy_as = [](auto v, char* dst, size_t es2) { std::memcpy(dst, &v, es2); };
     bool had = false;
     switch (dt) {
-      case TP::FLOAT: had = take(t.float_data(), [&](float v, char* d) { copy_as(v, d, 4); }); break;
-      case TP::DOUBLE: had = take(t.double_data(), [&](double v, char* d) { copy_as(v, d, 8); }); break;
-      case TP::INT64: had = take(t.int64_data(), [&](int64_t v, char* d) { copy_as(v, d, 8); }); break;
-      case TP::UINT32: case TP::UINT64:
+      case TP::FLOAT:
+        had = take(t.float_data(), [&](float v, char* d) { copy_as(v, d, 4); });
+        break;
+      case TP::DOUBLE:
+        had = take(t.double_data(), [&](double v, char* d) { copy_as(v, d, 8); });
+        break;
+      case TP::INT64:
+        had = take(t.int64_data(), [&](int64_t v, char* d) { copy_as(v, d, 8); });
+        break;
+      case TP::UINT32:
+      case TP::UINT64:
         had = take(t.uint64_data(), [&](uint64_t v, char* d) {
-          if (es == 4) copy_as(static_cast<uint32_t>(v), d, 4); else copy_as(v, d, 8);
+          if (es == 4)
+            copy_as(static_cast<uint32_t>(v), d, 4);
+          else
+            copy_as(v, d, 8);
         });
         break;
       case TP::COMPLEX64:
@@ -174,7 +216,11 @@ void ensure_raw(TP& t) {
         });
     }
     if (had) {
-      t.clear_float_data(); t.clear_double_data(); t.clear_int64_data(); t.clear_int32_data(); t.clear_uint64_data();
+      t.clear_float_data();
+      t.clear_double_data();
+      t.clear_int64_data();
+      t.clear_int32_data();
+      t.clear_uint64_data();
       t.set_raw_data(std::move(raw));
     } else if (!t.has_raw_data() && n != 0) {
       throw_error(ErrorKind::bad_input, "has no data for its shape " + dims_to_string(dims_of(t)));
@@ -247,7 +293,8 @@ std::vector<int64_t> to_int64s(const TP& t) {
 std::vector<double> l1_norms_along(const TP& t, int axis) {
   const Dims dims = dims_of(t);
   if (axis < 0 || axis >= static_cast<int>(dims.size()))
-    throw_error(ErrorKind::bad_input, tensor_label(t) + " of shape " + dims_to_string(dims) + " has no axis " + std::to_string(axis));
+    throw_error(ErrorKind::bad_input,
+                tensor_label(t) + " of shape " + dims_to_string(dims) + " has no axis " + std::to_string(axis));
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= dims[i];
   for (size_t i = axis + 1; i < dims.size(); ++i) inner *= dims[i];

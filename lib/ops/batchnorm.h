@@ -15,24 +15,23 @@
 namespace hpcnn::ops {
 
 struct BatchNormStats {
-  Tensor mean;    // [C]
-  Tensor var;     // [C], population variance
-  Tensor invstd;  // [C], 1 / sqrt(var + epsilon)
-  double count = 0;                // values per channel: N * spatial size
-  std::vector<double> sum, sum_sq; // [C]: the batch's per-channel sums of x and x^2, in double
+  Tensor mean;                      // [C]
+  Tensor var;                       // [C], population variance
+  Tensor invstd;                    // [C], 1 / sqrt(var + epsilon)
+  double count = 0;                 // values per channel: N * spatial size
+  std::vector<double> sum, sum_sq;  // [C]: the batch's per-channel sums of x and x^2, in double
   // Frozen statistics: mean/var are constants (the running statistics of an inference-mode
   // forward), so backward's gx = scale * invstd * gy, with no terms through the batch moments.
   bool is_frozen = false;
   static BatchNormStats frozen(const Tensor& mean, const Tensor& var, float epsilon);
 };
 
-Tensor batchnorm_inference(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean,
-                           const Tensor& var, float epsilon);
-Tensor batchnorm_training(const Tensor& x, const Tensor& scale, const Tensor& bias, float epsilon,
-                          BatchNormStats& stats);
+Tensor batchnorm_inference(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean, const Tensor& var,
+                           float epsilon);
+Tensor batchnorm_training(const Tensor& x, const Tensor& scale, const Tensor& bias, float epsilon, BatchNormStats& stats);
 // Gradients of batchnorm_training (or of batchnorm_inference, with BatchNormStats::frozen(running
 // statistics)); null pointers are skipped. gscale/gbias are [C].
-void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormStats& stats, const Tensor& gy,
-                        Tensor* gx, Tensor* gscale, Tensor* gbias);
+void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormStats& stats, const Tensor& gy, Tensor* gx,
+                        Tensor* gscale, Tensor* gbias);
 
 }  // namespace hpcnn::ops

@@ -20,7 +20,7 @@ namespace hpcnn::ops {
 
 struct Conv2dParams {
   int64_t group = 1;
-  std::array<int64_t, 2> kernel{0, 0};      // from w when 0
+  std::array<int64_t, 2> kernel{0, 0};  // from w when 0
   std::array<int64_t, 2> stride{1, 1};
   std::array<int64_t, 2> dilation{1, 1};
   std::array<int64_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right (ONNX order: begins, ends)

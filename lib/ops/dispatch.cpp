@@ -1,8 +1,8 @@
 // The op contracts' functions: each runs the kernel of its first tensor operand's device with
 // that device's execution context (ops/kernels.h). Also the registry and the contexts.
 #include <array>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -18,7 +18,8 @@ std::array<std::atomic<const Kernels*>, 2> g_tables{};
 const Kernels& table_of(Device::Kind kind) {
   if (kind == Device::Kind::cpu) return cpu_kernels();
   const Kernels* t = g_tables[static_cast<size_t>(kind)].load();
-  if (!t) throw_error(ErrorKind::device, "this build has no kernels for " + Device{kind, 0}.str() + " (no CUDA backend registered)");
+  if (!t)
+    throw_error(ErrorKind::device, "this build has no kernels for " + Device{kind, 0}.str() + " (no CUDA backend registered)");
   return *t;
 }
 }  // namespace
@@ -158,11 +159,15 @@ Tensor concat_forward(const std::vector<Tensor>& xs, int64_t axis) {
 std::vector<Tensor> concat_backward(const std::vector<Shape>& shapes, int64_t axis, const Tensor& gy) {
   return k_of(gy).concat_backward(ctx_of(gy), shapes, axis, gy);
 }
-Tensor softmax_forward(const Tensor& x, int64_t axis, bool legacy_2d) { return k_of(x).softmax_forward(ctx_of(x), x, axis, legacy_2d); }
+Tensor softmax_forward(const Tensor& x, int64_t axis, bool legacy_2d) {
+  return k_of(x).softmax_forward(ctx_of(x), x, axis, legacy_2d);
+}
 Tensor softmax_backward(const Tensor& y, const Tensor& gy, int64_t axis, bool legacy_2d) {
   return k_of(gy).softmax_backward(ctx_of(gy), y, gy, axis, legacy_2d);
 }
-Tensor transpose_forward(const Tensor& x, const std::vector<int64_t>& perm) { return k_of(x).transpose_forward(ctx_of(x), x, perm); }
+Tensor transpose_forward(const Tensor& x, const std::vector<int64_t>& perm) {
+  return k_of(x).transpose_forward(ctx_of(x), x, perm);
+}
 Tensor pad_forward(const Tensor& x, const std::vector<int64_t>& pads, float value) {
   return k_of(x).pad_forward(ctx_of(x), x, pads, value);
 }

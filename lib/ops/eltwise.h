@@ -21,7 +21,7 @@ enum class Activation { relu, leaky_relu, sigmoid, clip };
 
 struct ActivationParams {
   Activation kind = Activation::relu;
-  float alpha = 0.01f;  // LeakyRelu
+  float alpha = 0.01f;                                // LeakyRelu
   float lo = -3.402823466e38f, hi = 3.402823466e38f;  // Clip
 };
 

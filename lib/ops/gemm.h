@@ -15,8 +15,8 @@ struct GemmParams {
 };
 
 Tensor gemm_forward(const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p);
-void gemm_backward(const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p, const Tensor& gy,
-                   Tensor* gA, Tensor* gB, Tensor* gC);
+void gemm_backward(const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p, const Tensor& gy, Tensor* gA,
+                   Tensor* gB, Tensor* gC);
 
 Tensor matmul_forward(const Tensor& A, const Tensor& B);
 void matmul_backward(const Tensor& A, const Tensor& B, const Tensor& gy, Tensor* gA, Tensor* gB);

@@ -65,8 +65,8 @@ struct Kernels {
   const char* name = "";
   std::unique_ptr<Conv2dKernel> (*make_conv2d)(const Conv2dParams& p);
 
-  Tensor (*batchnorm_inference)(ExecutionContext&, const Tensor& x, const Tensor& scale, const Tensor& bias,
-                                const Tensor& mean, const Tensor& var, float epsilon);
+  Tensor (*batchnorm_inference)(ExecutionContext&, const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean,
+                                const Tensor& var, float epsilon);
   Tensor (*batchnorm_training)(ExecutionContext&, const Tensor& x, const Tensor& scale, const Tensor& bias, float epsilon,
                                BatchNormStats& stats);
   void (*batchnorm_backward)(ExecutionContext&, const Tensor& x, const Tensor& scale, const BatchNormStats& stats,
@@ -79,9 +79,8 @@ struct Kernels {
 
   Tensor (*sparse_fcl_forward)(ExecutionContext&, const Tensor& x, const Tensor& A, const Tensor& a, const Tensor& B,
                                const Tensor& b, SparseFclSaved* saved);
-  void (*sparse_fcl_backward)(ExecutionContext&, const Tensor& x, const Tensor& A, const Tensor& B,
-                              const SparseFclSaved& saved, const Tensor& gy, Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB,
-                              Tensor* gb);
+  void (*sparse_fcl_backward)(ExecutionContext&, const Tensor& x, const Tensor& A, const Tensor& B, const SparseFclSaved& saved,
+                              const Tensor& gy, Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB, Tensor* gb);
 
   Tensor (*gemm_forward)(ExecutionContext&, const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p);
   void (*gemm_backward)(ExecutionContext&, const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p,
@@ -92,8 +91,8 @@ struct Kernels {
   Tensor (*binary_forward)(ExecutionContext&, BinaryOp op, const Tensor& a, const Tensor& b);
   void (*binary_backward)(ExecutionContext&, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& gy, Tensor* ga,
                           Tensor* gb);
-  void (*add_sub_backward)(ExecutionContext&, BinaryOp op, const Shape& a, Layout la, const Shape& b, Layout lb,
-                           const Tensor& gy, Tensor* ga, Tensor* gb);
+  void (*add_sub_backward)(ExecutionContext&, BinaryOp op, const Shape& a, Layout la, const Shape& b, Layout lb, const Tensor& gy,
+                           Tensor* ga, Tensor* gb);
   Tensor (*reduce_to_shape)(ExecutionContext&, const Tensor& g, const Shape& to);
 
   Tensor (*maxpool_forward)(ExecutionContext&, const Tensor& x, const Pool2dParams& p, MaxPoolSaved* saved);

@@ -22,7 +22,6 @@ struct LossResult {
   int64_t correct5 = 0;  // samples whose label is among the 5 largest logits
 };
 
-LossResult softmax_cross_entropy(const Tensor& logits, std::span<const int32_t> labels, float label_smoothing,
-                                 Tensor* grad);
+LossResult softmax_cross_entropy(const Tensor& logits, std::span<const int32_t> labels, float label_smoothing, Tensor* grad);
 
 }  // namespace hpcnn::ops

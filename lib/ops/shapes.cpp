@@ -32,7 +32,6 @@ std::array<int64_t, 4> conv_resolve_pads(const Conv2dParams& p, int64_t H, int64
   return pads;
 }
 
-
 Shape broadcast_shape(const Shape& a, const Shape& b) {
   const size_t r = std::max(a.size(), b.size());
   Shape out(r);

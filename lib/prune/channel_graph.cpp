@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -101,8 +101,8 @@ struct Analyzer {
       add_slice(c.name, axis, ids, who);
       return;
     }
-    fix(ids, who + " broadcasts constant '" + c.name + "' of shape " + onnxu::dims_to_string(c.dims) +
-                 " against " + std::to_string(ids.size()) + " channels");
+    fix(ids, who + " broadcasts constant '" + c.name + "' of shape " + onnxu::dims_to_string(c.dims) + " against " +
+                 std::to_string(ids.size()) + " channels");
   }
 
   // A constant seen through the node that gives it unit axes: Unsqueeze(c, axes), or Reshape(c,
@@ -123,7 +123,9 @@ struct Analyzer {
     if (!src || !out) return std::nullopt;
     ViewedConstant vc{*src, std::vector<int>(out->size(), -1), p};
     size_t j = 0;
-    auto skip_units = [&] { while (j < src->dims.size() && src->dims[j] == 1) ++j; };
+    auto skip_units = [&] {
+      while (j < src->dims.size() && src->dims[j] == 1) ++j;
+    };
     for (size_t i = 0; i < out->size(); ++i) {
       if ((*out)[i] < 0) return std::nullopt;
       if ((*out)[i] == 1) continue;
@@ -144,8 +146,8 @@ struct Analyzer {
     if (axis < 0 || rank < 2 || d[axis] == 1) return;
     const std::string what = "'" + value + "' (" + view.describe(vc.node) + " of constant '" + vc.source.name + "')";
     if (d[axis] != static_cast<int64_t>(ids.size())) {
-      fix(ids, who + " broadcasts " + what + " of shape " + onnxu::dims_to_string(d) + " against " +
-                   std::to_string(ids.size()) + " channels");
+      fix(ids, who + " broadcasts " + what + " of shape " + onnxu::dims_to_string(d) + " against " + std::to_string(ids.size()) +
+                   " channels");
       return;
     }
     if (view.consumers(value).size() > 1) {
@@ -253,7 +255,8 @@ struct Analyzer {
         }
       }
       if (!v || v->empty()) continue;  // absent (Resize: scales or sizes)
-      if (si.kind == ShapeKind::roi && onnxu::attr_string(nd, "coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize")
+      if (si.kind == ShapeKind::roi &&
+          onnxu::attr_string(nd, "coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize")
         continue;
       const int64_t entries = static_cast<int64_t>(si.kind == ShapeKind::roi ? v->size() / 2 : v->size());
       int64_t entry = 1;  // the channel axis' entry; -1: the input leaves that axis alone
@@ -304,7 +307,8 @@ struct Analyzer {
             return false;
           }
           break;
-        default: break;
+        default:
+          break;
       }
     }
     cg.shape_inputs.insert(cg.shape_inputs.end(), rewrites.begin(), rewrites.end());
@@ -315,10 +319,10 @@ struct Analyzer {
   struct RuleSite {
     int n;
     const onnx::NodeProto& nd;
-    std::string who;                // "node 'conv1' (Conv)"
+    std::string who;  // "node 'conv1' (Conv)"
     const onnxu::OpFacts* facts;
-    const onnxu::Signature* sig;    // at the model's opset; null when the opset has none
-    const Label* x0;                // the channels input 0 carries, or null
+    const onnxu::Signature* sig;  // at the model's opset; null when the opset has none
+    const Label* x0;              // the channels input 0 carries, or null
     std::string out0;
     std::string in(int k) const { return k >= 0 && k < nd.input_size() ? nd.input(k) : std::string(); }
   };
@@ -331,15 +335,24 @@ struct Analyzer {
     RuleSite site{n, nd, view.describe(n), facts, facts->at(opset), nullptr, nd.output_size() ? nd.output(0) : std::string()};
     site.x0 = label(site.in(0));
     switch (facts->channels) {
-      case onnxu::Channels::conv: return conv_rule(site);
-      case onnxu::Channels::dense: return dense_rule(site);
-      case onnxu::Channels::pass_through: return pass_through_rule(site);
-      case onnxu::Channels::squeeze: return squeeze_rule(site);
-      case onnxu::Channels::elementwise: return elementwise_rule(site);
-      case onnxu::Channels::concat: return concat_rule(site);
-      case onnxu::Channels::flatten: return flatten_rule(site);
-      case onnxu::Channels::reads_shape: return reads_shape_rule(site);
-      case onnxu::Channels::unfollowable: break;
+      case onnxu::Channels::conv:
+        return conv_rule(site);
+      case onnxu::Channels::dense:
+        return dense_rule(site);
+      case onnxu::Channels::pass_through:
+        return pass_through_rule(site);
+      case onnxu::Channels::squeeze:
+        return squeeze_rule(site);
+      case onnxu::Channels::elementwise:
+        return elementwise_rule(site);
+      case onnxu::Channels::concat:
+        return concat_rule(site);
+      case onnxu::Channels::flatten:
+        return flatten_rule(site);
+      case onnxu::Channels::reads_shape:
+        return reads_shape_rule(site);
+      case onnxu::Channels::unfollowable:
+        break;
     }
     return {};  // unfollowable
   }
@@ -394,13 +407,16 @@ struct Analyzer {
     } else if (x) {
       if (static_cast<int64_t>(x->size()) != cin_g)
         fix(*x, who + " weight has " + std::to_string(cin_g) + " input channels, its input carries " + std::to_string(x->size()));
-      else add_slice(w->name, in_axis, *x, who);
+      else
+        add_slice(w->name, in_axis, *x, who);
     }
     add_slice(w->name, out_axis, L.ids, who);
     if (!in(bi).empty()) {
       auto b = onnxu::find_constant(view, in(bi));
-      if (b && b->dims.size() == 1 && b->dims[0] == cout) add_slice(b->name, 0, L.ids, who);
-      else fix(L.ids, who + " has a bias that is not a constant of shape [" + std::to_string(cout) + "]");
+      if (b && b->dims.size() == 1 && b->dims[0] == cout)
+        add_slice(b->name, 0, L.ids, who);
+      else
+        fix(L.ids, who + " has a bias that is not a constant of shape [" + std::to_string(cout) + "]");
     }
     labels[out0] = L.ids;
     cg.layers.push_back(std::move(L));
@@ -423,16 +439,22 @@ struct Analyzer {
     const onnxu::InputFact& wf = sig->inputs[wi];
     auto w = onnxu::find_constant(view, in(wi));
     if (!w || w->dims.size() != 2 || !onnxu::is_floating(w->dtype)) return {};
-    auto axis2 = [&](int axis) { axis = onnxu::node_axis(nd, wf, axis); return axis < 0 ? axis + 2 : axis; };
+    auto axis2 = [&](int axis) {
+      axis = onnxu::node_axis(nd, wf, axis);
+      return axis < 0 ? axis + 2 : axis;
+    };
     const int n_axis = axis2(wf.axis), k_axis = axis2(wf.in_axis);
     const bool trans_a = af.transposed_by && onnxu::attr_int(nd, af.transposed_by, 0) != 0;
     const Label* a = x0;
     const Dims* a_shape = shape(in(0));
     if (a) {
-      if (trans_a) fix(*a, "feeds " + who + " with " + af.transposed_by + "=1");
+      if (trans_a)
+        fix(*a, "feeds " + who + " with " + af.transposed_by + "=1");
       else if (static_cast<int64_t>(a->size()) != w->dims[k_axis])
-        fix(*a, who + " weight has " + std::to_string(w->dims[k_axis]) + " input features, its input carries " + std::to_string(a->size()));
-      else add_slice(w->name, k_axis, *a, who);
+        fix(*a, who + " weight has " + std::to_string(w->dims[k_axis]) + " input features, its input carries " +
+                    std::to_string(a->size()));
+      else
+        add_slice(w->name, k_axis, *a, who);
     }
     Layer L = make_layer(n, op, *w, n_axis);
     // Features on A's last axis (MatMul) are the channel axis 1 only for a 2-D A.
@@ -441,9 +463,12 @@ struct Analyzer {
     add_slice(w->name, n_axis, L.ids, who);
     if (bi >= 0 && !in(bi).empty()) {
       auto c = onnxu::find_constant(view, in(bi));
-      if (!c) fix(L.ids, who + " has a bias C that is not constant");
-      else if (!c->dims.empty() && c->dims.back() == L.channels) add_slice(c->name, static_cast<int>(c->dims.size()) - 1, L.ids, who);
-      else if (!c->dims.empty() && c->dims.back() != 1) fix(L.ids, who + " has a bias C of shape " + onnxu::dims_to_string(c->dims));
+      if (!c)
+        fix(L.ids, who + " has a bias C that is not constant");
+      else if (!c->dims.empty() && c->dims.back() == L.channels)
+        add_slice(c->name, static_cast<int>(c->dims.size()) - 1, L.ids, who);
+      else if (!c->dims.empty() && c->dims.back() != 1)
+        fix(L.ids, who + " has a bias C of shape " + onnxu::dims_to_string(c->dims));
     }
     labels[out0] = L.ids;
     cg.layers.push_back(std::move(L));
@@ -465,8 +490,10 @@ struct Analyzer {
       const Role r = sig->inputs[k].role;
       if (r != Role::per_channel && r != Role::running_stat) continue;
       auto c = onnxu::find_constant(view, in(k));
-      if (c && c->dims.size() == 1 && c->dims[0] == static_cast<int64_t>(x0->size())) add_slice(c->name, 0, *x0, who);
-      else fix(*x0, who + " has a parameter '" + in(k) + "' that is not a constant of shape [C]");
+      if (c && c->dims.size() == 1 && c->dims[0] == static_cast<int64_t>(x0->size()))
+        add_slice(c->name, 0, *x0, who);
+      else
+        fix(*x0, who + " has a parameter '" + in(k) + "' that is not a constant of shape [C]");
     }
     if (follow_shape_inputs(n, *facts, *x0)) labels[out0] = *x0;
     return {0};
@@ -525,8 +552,10 @@ struct Analyzer {
         }
         handled.insert(k);
       } else if (auto c = onnxu::find_constant(view, in(k))) {
-        if (rank < 0) fix(first, who + " has an output of unknown rank");
-        else constant_operand(*c, rank, first, who);
+        if (rank < 0)
+          fix(first, who + " has an output of unknown rank");
+        else
+          constant_operand(*c, rank, first, who);
       } else if (auto vc = rank >= 0 ? unit_axis_view(in(k)) : std::nullopt) {
         viewed_operand(*vc, in(k), rank, first, who);
       } else {
@@ -599,8 +628,14 @@ struct Analyzer {
     if (target >= 0) {
       const bool flat = so && so->size() == 2 && (*so)[1] == static_cast<int64_t>(x0->size()) * spatial;
       auto t = onnxu::constant_int64s(view, in(target));
-      if (!flat) { fix(*x0, who + " is not a flatten to [N, C*H*W]"); return {0}; }
-      if (!t || t->size() != 2) { fix(*x0, who + " has a shape input that is not constant"); return {0}; }
+      if (!flat) {
+        fix(*x0, who + " is not a flatten to [N, C*H*W]");
+        return {0};
+      }
+      if (!t || t->size() != 2) {
+        fix(*x0, who + " has a shape input that is not constant");
+        return {0};
+      }
     }
     // The features after the flatten: C * H * W entries (bounded, against corrupt shapes).
     constexpr int64_t kMaxFeatures = int64_t{1} << 28;
@@ -654,7 +689,10 @@ struct Analyzer {
     const int nl = static_cast<int>(cg.layers.size());
     std::vector<int> lp(nl);
     for (int i = 0; i < nl; ++i) lp[i] = i;
-    auto find = [&](int i) { while (lp[i] != i) i = lp[i] = lp[lp[i]]; return i; };
+    auto find = [&](int i) {
+      while (lp[i] != i) i = lp[i] = lp[lp[i]];
+      return i;
+    };
     std::unordered_map<int, int> owner;  // class root -> first layer
     for (int i = 0; i < nl; ++i)
       for (int id : cg.layers[i].ids) {
@@ -729,8 +767,10 @@ std::vector<double> constant_l1_norms(const onnxu::GraphView& view, const Consta
     return std::vector<double>(static_cast<size_t>(c), std::fabs(ref.fill) * static_cast<double>(per));
   }
   const onnx::TensorProto* t = nullptr;
-  if (ref.kind == ConstantRef::Kind::initializer) t = view.initializer(ref.name);
-  else if (const auto* a = onnxu::find_attribute(view.node(ref.node), "value")) t = &a->t();
+  if (ref.kind == ConstantRef::Kind::initializer)
+    t = view.initializer(ref.name);
+  else if (const auto* a = onnxu::find_attribute(view.node(ref.node), "value"))
+    t = &a->t();
   if (!t) throw_error(ErrorKind::bad_input, "constant '" + ref.name + "' has no data");
   return with_context("while computing filter norms of '" + ref.name + "'", [&] { return onnxu::l1_norms_along(*t, axis); });
 }

@@ -48,17 +48,17 @@ struct Layer {
   int weight_axis = 0;        // axis of the output channels in the weight
   int64_t channels = 0;
   int64_t weight_numel = 0;
-  std::vector<int> ids;       // channel id of each output channel
-  std::vector<double> l1;     // L1 norm of each output filter / neuron
-  int group = -1;             // index into ChannelGraph::groups
+  std::vector<int> ids;    // channel id of each output channel
+  std::vector<double> l1;  // L1 norm of each output filter / neuron
+  int group = -1;          // index into ChannelGraph::groups
 };
 
 struct Group {
-  std::vector<int> layers;       // indices into ChannelGraph::layers
-  std::vector<int> classes;      // channel classes (root ids), in order of first appearance
-  std::vector<double> score;     // per class: sum of the members' filter L1 norms
-  int64_t weight_numel = 0;      // sum over members
-  std::string fixed_reason;      // non-empty: the group is not pruned, and why
+  std::vector<int> layers;    // indices into ChannelGraph::layers
+  std::vector<int> classes;   // channel classes (root ids), in order of first appearance
+  std::vector<double> score;  // per class: sum of the members' filter L1 norms
+  int64_t weight_numel = 0;   // sum over members
+  std::string fixed_reason;   // non-empty: the group is not pruned, and why
 };
 
 // Keep the indices along `axis` of constant `value` whose channel id is kept.
@@ -108,8 +108,7 @@ class ChannelGraph {
 
 // Analyses `model` (validated by `view`); `shapes` from onnxu::infer_shapes.
 // Layers' L1 norms are computed here. Errors: ErrorKind::bad_input for inconsistent weights.
-ChannelGraph analyze_channels(const onnx::ModelProto& model, const onnxu::GraphView& view,
-                              const onnxu::ShapeMap& shapes);
+ChannelGraph analyze_channels(const onnx::ModelProto& model, const onnxu::GraphView& view, const onnxu::ShapeMap& shapes);
 
 // Per-channel L1 norms of a constant weight along `axis` (ConstantOfShape: closed form).
 std::vector<double> constant_l1_norms(const onnxu::GraphView& view, const onnxu::ConstantRef& ref, int axis);

@@ -43,7 +43,8 @@ DataThresholds data_thresholds(const ChannelGraph& cg, const DataThresholdInputs
       const Layer& L = cg.layers[li];
       auto it = in.sensitivity.find(L.weight.name);
       if (it == in.sensitivity.end())
-        throw_error(ErrorKind::bad_input, "no connection sensitivity for weight '" + L.weight.name + "' of layer '" + L.name + "'");
+        throw_error(ErrorKind::bad_input,
+                    "no connection sensitivity for weight '" + L.weight.name + "' of layer '" + L.name + "'");
       s += it->second;
       n += L.weight_numel;
     }

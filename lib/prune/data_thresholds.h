@@ -43,20 +43,20 @@
 namespace hpcnn::prune {
 
 struct DataThresholdInputs {
-  double loss_before = 0;                      // L_before >= 0
-  double loss = 0;                             // L (of the model being pruned) >= 0
-  double margin = 0.1;                         // >= 0
-  std::map<std::string, double> sensitivity;   // S_p by weight initializer name (every group member's weight)
-  std::optional<double> upper_bound;           // U (> 0); absent: U_limit
+  double loss_before = 0;                     // L_before >= 0
+  double loss = 0;                            // L (of the model being pruned) >= 0
+  double margin = 0.1;                        // >= 0
+  std::map<std::string, double> sensitivity;  // S_p by weight initializer name (every group member's weight)
+  std::optional<double> upper_bound;          // U (> 0); absent: U_limit
 };
 
 struct DataThresholds {
-  std::vector<std::optional<double>> raw;      // per group; nullopt for fixed groups
-  std::vector<std::optional<double>> scaled;   // what decides the rates
-  std::vector<double> group_sensitivity;       // S_g (0 for fixed groups)
-  double raw_norm = 0;                         // ||raw||_2 over the prunable groups
-  double limit = 0;                            // U_limit
-  double bound = 0;                            // U used
+  std::vector<std::optional<double>> raw;     // per group; nullopt for fixed groups
+  std::vector<std::optional<double>> scaled;  // what decides the rates
+  std::vector<double> group_sensitivity;      // S_g (0 for fixed groups)
+  double raw_norm = 0;                        // ||raw||_2 over the prunable groups
+  double limit = 0;                           // U_limit
+  double bound = 0;                           // U used
 };
 
 // ErrorKind::usage for bad numbers; ErrorKind::bad_input when a member's weight has no sensitivity.

@@ -123,8 +123,10 @@ void apply_keep(ChannelGraph& cg, const std::vector<std::string>& keep) {
     std::string names;
     for (const auto& n : set) names += (names.empty() ? " " : ", ") + n;
     Group& g = cg.groups[static_cast<size_t>(gi)];
-    if (g.fixed_reason.empty()) g.fixed_reason = "kept (--keep" + names + ")";
-    else spdlog::info("--keep{}: the layer is not prunable anyway ({})", names, g.fixed_reason);
+    if (g.fixed_reason.empty())
+      g.fixed_reason = "kept (--keep" + names + ")";
+    else
+      spdlog::info("--keep{}: the layer is not prunable anyway ({})", names, g.fixed_reason);
   }
 }
 
@@ -146,9 +148,9 @@ namespace {
 
 // The rates of one run and what the report says of how they were chosen.
 struct RateChoice {
-  std::vector<GroupDecision> decisions;  // per group
-  json target;                           // --target-*: metric, goal, reached, threshold
-  json data_report;                      // data-driven thresholds: losses, margin, upper bound
+  std::vector<GroupDecision> decisions;                                   // per group
+  json target;                                                            // --target-*: metric, goal, reached, threshold
+  json data_report;                                                       // data-driven thresholds: losses, margin, upper bound
   json raw_threshold = json::array(), group_sensitivity = json::array();  // data-driven, per group
 };
 
@@ -198,8 +200,11 @@ RateChoice rates_from_data(const ChannelGraph& cg, const std::vector<double>& gr
   c.data_report["loss_before"] = o.data->loss_before;
   c.data_report["loss"] = o.data->loss;
   c.data_report["margin"] = o.data->margin;
-  c.data_report["upper_bound"] = {{"limit", th.limit}, {"used", th.bound}, {"raw_threshold_norm", th.raw_norm},
-                                  {"scaled", th.raw_norm > th.bound}, {"next_if_accepted", nb.accepted},
+  c.data_report["upper_bound"] = {{"limit", th.limit},
+                                  {"used", th.bound},
+                                  {"raw_threshold_norm", th.raw_norm},
+                                  {"scaled", th.raw_norm > th.bound},
+                                  {"next_if_accepted", nb.accepted},
                                   {"next_if_rejected", nb.rejected}};
   for (size_t gi = 0; gi < cg.groups.size(); ++gi) {
     c.raw_threshold.push_back(th.raw[gi] ? json(*th.raw[gi]) : json(nullptr));
@@ -211,8 +216,8 @@ RateChoice rates_from_data(const ChannelGraph& cg, const std::vector<double>& gr
 }
 
 // The rates by the one threshold mode the options name.
-RateChoice choose_rates(const ChannelGraph& cg, const onnxu::GraphView& view, const onnxu::ShapeMap& shapes,
-                        const Costs& before, const std::vector<double>& grid, const PruneOptions& o) {
+RateChoice choose_rates(const ChannelGraph& cg, const onnxu::GraphView& view, const onnxu::ShapeMap& shapes, const Costs& before,
+                        const std::vector<double>& grid, const PruneOptions& o) {
   if (o.target_params_reduction || o.target_macs_reduction) return rates_for_target(cg, view, shapes, before, grid, o);
   if (o.data) return rates_from_data(cg, grid, o);
   RateChoice c;
@@ -234,12 +239,20 @@ json layers_report(const ChannelGraph& cg, const std::vector<GroupDecision>& dec
     int64_t kept_channels = 0;
     json removed = json::array();
     for (int64_t c = 0; c < L.channels; ++c) {
-      if (kept[cg.root(L.ids[c])]) ++kept_channels;
-      else removed.push_back(c);
+      if (kept[cg.root(L.ids[c])])
+        ++kept_channels;
+      else
+        removed.push_back(c);
     }
-    json l = {{"name", L.name}, {"op", L.op}, {"weight", L.weight.name}, {"channels", L.channels},
-              {"group", L.group}, {"rate", d.rate}, {"kept_channels", kept_channels},
-              {"pruning_error", d.error}, {"prunable", g.fixed_reason.empty()}};
+    json l = {{"name", L.name},
+              {"op", L.op},
+              {"weight", L.weight.name},
+              {"channels", L.channels},
+              {"group", L.group},
+              {"rate", d.rate},
+              {"kept_channels", kept_channels},
+              {"pruning_error", d.error},
+              {"prunable", g.fixed_reason.empty()}};
     l["removed_channels"] = std::move(removed);
     l["threshold"] = d.threshold && g.fixed_reason.empty() ? json(*d.threshold) : json(nullptr);  // null: not applied
     if (o.data) {
@@ -262,17 +275,23 @@ json groups_report(const ChannelGraph& cg, const RateChoice& c, const PruneOptio
     const GroupDecision& d = c.decisions[gi];
     json members = json::array();
     for (int li : g.layers) members.push_back(cg.layers[li].name);
-    json jg = {{"id", gi}, {"layers", members}, {"channels", g.classes.size()}, {"rate", d.rate},
+    json jg = {{"id", gi},
+               {"layers", members},
+               {"channels", g.classes.size()},
+               {"rate", d.rate},
                {"kept_channels", static_cast<int64_t>(g.classes.size()) - d.removed},
-               {"pruning_error", d.error}, {"weight_elements", g.weight_numel},
+               {"pruning_error", d.error},
+               {"weight_elements", g.weight_numel},
                {"prunable", g.fixed_reason.empty()}};
     jg["threshold"] = d.threshold && g.fixed_reason.empty() ? json(*d.threshold) : json(nullptr);
     if (o.data) {
       jg["raw_threshold"] = c.raw_threshold[gi];
       jg["sensitivity"] = c.group_sensitivity[gi];
     }
-    if (!g.fixed_reason.empty()) jg["reason"] = g.fixed_reason;
-    else ++prunable_groups;
+    if (!g.fixed_reason.empty())
+      jg["reason"] = g.fixed_reason;
+    else
+      ++prunable_groups;
     groups.push_back(std::move(jg));
   }
   return groups;
@@ -307,16 +326,19 @@ json run_prune_rate(const PruneOptions& o) {
     size_t prunable_groups = 0;
     json groups = groups_report(cg, choice, o, prunable_groups);
     if (prunable_groups == 0)
-      spdlog::warn("'{}' has no prunable layer{}; nothing is pruned", o.model.string(), o.keep.empty() ? "" : " left after --keep");
+      spdlog::warn("'{}' has no prunable layer{}; nothing is pruned", o.model.string(),
+                   o.keep.empty() ? "" : " left after --keep");
     report = {{"model", o.model.string()},
               {"output", o.output ? json(o.output->string()) : json(nullptr)},
               {"rates", grid},
               {"layers", layers_report(cg, choice.decisions, kept, o)},
               {"groups", std::move(groups)},
               {"totals",
-               {{"params_before", before.params}, {"params_after", after.params},
+               {{"params_before", before.params},
+                {"params_after", after.params},
                 {"params_reduction", reduction(before.params, after.params)},
-                {"macs_before", before.macs}, {"macs_after", after.macs},
+                {"macs_before", before.macs},
+                {"macs_after", after.macs},
                 {"macs_reduction", reduction(before.macs, after.macs)},
                 {"prunable_groups", prunable_groups}}}};
     if (!o.keep.empty()) report["keep"] = o.keep;
@@ -336,8 +358,8 @@ json run_prune_rate(const PruneOptions& o) {
       onnxu::GraphView check(model.proto.graph());  // the result must still be a valid graph
       verify_pruned(model.proto, original);         // and compute with the shapes it had
       onnxu::save_model(model.proto, *o.output, onnxu::output_save_options(model, o.external_data, o.overwrite));
-      spdlog::info("wrote '{}': {} -> {} parameters, {} -> {} MACs", o.output->string(), before.params, after.params,
-                   before.macs, after.macs);
+      spdlog::info("wrote '{}': {} -> {} parameters, {} -> {} MACs", o.output->string(), before.params, after.params, before.macs,
+                   after.macs);
     }
   });
   return report;

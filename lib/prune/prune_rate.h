@@ -9,10 +9,9 @@
 // the physically smaller model, and returns the report (JSON; fields in README.md).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,16 +23,16 @@ namespace hpcnn::prune {
 
 struct PruneOptions {
   std::filesystem::path model;
-  std::optional<std::filesystem::path> output;       // -o: write the pruned model
-  std::optional<double> threshold;                   // --threshold
-  std::map<std::string, double> layer_thresholds;    // --thresholds FILE, by layer name
-  std::optional<double> target_params_reduction;     // in (0, 1)
-  std::optional<double> target_macs_reduction;       // in (0, 1)
-  std::optional<double> uniform_rate;                // --rate: one rate for every prunable group, in [0, 1)
-  std::vector<std::string> keep;                     // --keep: layers never pruned (with every layer of their group)
-  std::optional<DataThresholdInputs> data;           // data-driven thresholds (prune/data_thresholds.h)
-  nlohmann::ordered_json data_info;                  // copied into the report's "data_driven" (batches, samples, ...)
-  std::vector<double> rates;                         // the grid (default 0.0, 0.1, ..., 0.9; 0.0, ..., 0.5 with data)
+  std::optional<std::filesystem::path> output;     // -o: write the pruned model
+  std::optional<double> threshold;                 // --threshold
+  std::map<std::string, double> layer_thresholds;  // --thresholds FILE, by layer name
+  std::optional<double> target_params_reduction;   // in (0, 1)
+  std::optional<double> target_macs_reduction;     // in (0, 1)
+  std::optional<double> uniform_rate;              // --rate: one rate for every prunable group, in [0, 1)
+  std::vector<std::string> keep;                   // --keep: layers never pruned (with every layer of their group)
+  std::optional<DataThresholdInputs> data;         // data-driven thresholds (prune/data_thresholds.h)
+  nlohmann::ordered_json data_info;                // copied into the report's "data_driven" (batches, samples, ...)
+  std::vector<double> rates;                       // the grid (default 0.0, 0.1, ..., 0.9; 0.0, ..., 0.5 with data)
   onnxu::ExternalData external_data = onnxu::ExternalData::automatic;
   bool overwrite = true;
 };

@@ -29,9 +29,9 @@ void validate_rate_grid(const std::vector<double>& grid);
 int64_t removed_count(double rate, int64_t classes);
 
 struct GroupDecision {
-  double rate = 0;            // derived grid rate (0 for fixed groups)
-  int64_t removed = 0;        // classes removed
-  double error = 0;           // pruning error at `rate`
+  double rate = 0;      // derived grid rate (0 for fixed groups)
+  int64_t removed = 0;  // classes removed
+  double error = 0;     // pruning error at `rate`
   std::optional<double> threshold;
 };
 

@@ -57,7 +57,8 @@ struct Verifier {
       const int64_t g = onnxu::attr_int(nd, "group", 1);
       const int64_t cin_g = dim(who, in(wi), sig->inputs[wi].in_axis);
       expect(who, "input channels ('" + in(0) + "')", dim(who, in(0), xf.axis),
-             "its weight '" + in(wi) + "'" + (g != 1 ? " with " + std::to_string(g) + " groups" : ""), cin_g < 0 ? -1 : cin_g * g);
+             "its weight '" + in(wi) + "'" + (g != 1 ? " with " + std::to_string(g) + " groups" : ""),
+             cin_g < 0 ? -1 : cin_g * g);
     } else if (facts->channels == onnxu::Channels::dense && wi >= 0 && wi < nd.input_size()) {
       const onnxu::InputFact& wf = sig->inputs[wi];
       int w_axis = onnxu::node_axis(nd, wf, wf.in_axis);
@@ -79,8 +80,8 @@ struct Verifier {
   void check_graph(const onnx::GraphProto& g, const std::string& scope) const {
     for (int i = 0; i < g.node_size(); ++i) {
       const auto& nd = g.node(i);
-      const std::string who = "node " + (nd.name().empty() ? "#" + std::to_string(i) : "'" + nd.name() + "'") + " (" +
-                              nd.op_type() + ")" + scope;
+      const std::string who =
+          "node " + (nd.name().empty() ? "#" + std::to_string(i) : "'" + nd.name() + "'") + " (" + nd.op_type() + ")" + scope;
       check_node(nd, who);
       for (const auto* sg : onnxu::subgraphs(nd)) check_graph(*sg, " in subgraph '" + sg->name() + "' of " + who);
     }
@@ -97,8 +98,7 @@ void verify_pruned(const onnx::ModelProto& pruned, const onnxu::ShapeMap& origin
     auto b = original.find(o.name());
     if (b == original.end()) continue;
     auto a = now.find(o.name());
-    if (a == now.end())
-      Verifier::fail("shape inference no longer determines the shape of graph output '" + o.name() + "'");
+    if (a == now.end()) Verifier::fail("shape inference no longer determines the shape of graph output '" + o.name() + "'");
     if (a->second != b->second)
       Verifier::fail("graph output '" + o.name() + "' has shape " + onnxu::dims_to_string(b->second) +
                      " in the input model and " + onnxu::dims_to_string(a->second) + " after pruning");

@@ -1,9 +1,9 @@
 #include "tensor/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <new>
 
 #include "core/error.h"
@@ -13,18 +13,24 @@ namespace hpcnn {
 // ---- dtypes and devices -----------------------------------------------------------------------
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
   }
   return 1;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
+    case DType::f32:
+      return "f32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
@@ -110,8 +116,8 @@ Tensor Tensor::full(Shape shape, float value, Layout layout) {
 Tensor Tensor::from_values(Shape shape, const std::vector<float>& values) {
   Tensor t(std::move(shape));
   if (static_cast<int64_t>(values.size()) != t.numel())
-    throw_error(ErrorKind::bad_input, "tensor of shape " + shape_to_string(t.shape()) + " given " +
-                                          std::to_string(values.size()) + " values");
+    throw_error(ErrorKind::bad_input,
+                "tensor of shape " + shape_to_string(t.shape()) + " given " + std::to_string(values.size()) + " values");
   std::copy(values.begin(), values.end(), t.data());
   return t;
 }

@@ -83,9 +83,12 @@ class Tensor {
  private:
   template <class T>
   static constexpr DType dtype_of() {
-    if constexpr (std::is_same_v<std::remove_const_t<T>, float>) return DType::f32;
-    else if constexpr (std::is_same_v<std::remove_const_t<T>, int64_t>) return DType::i64;
-    else return DType::u8;
+    if constexpr (std::is_same_v<std::remove_const_t<T>, float>)
+      return DType::f32;
+    else if constexpr (std::is_same_v<std::remove_const_t<T>, int64_t>)
+      return DType::i64;
+    else
+      return DType::u8;
   }
   friend void copy_into(const Tensor& src, Tensor& dst);
   void check_dtype(DType want) const;

@@ -60,8 +60,8 @@ ChannelMoment channel_second_moment(const onnx::ModelProto& proto, const std::st
   positions = sums.back();
   for (double v : sums)
     if (!std::isfinite(v))
-      throw_error(ErrorKind::bad_input, "'" + value + "' of " + origin + " is not finite on " + samples->origin() +
-                                            ": non-finite pixels?");
+      throw_error(ErrorKind::bad_input,
+                  "'" + value + "' of " + origin + " is not finite on " + samples->origin() + ": non-finite pixels?");
   r.channels = C;
   r.samples = n;
   r.batches = B;

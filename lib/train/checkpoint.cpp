@@ -19,8 +19,9 @@ constexpr uint32_t kVersion = 1;
 void write_checkpoint(const std::string& path, const Checkpoint& c) {
   std::string model_bytes;
   if (!c.model.SerializeToString(&model_bytes)) throw_error(ErrorKind::io, "cannot serialize the model for checkpoint " + path);
-  json meta{{"epoch", c.epoch}, {"step_in_epoch", c.step_in_epoch}, {"global_step", c.global_step},
-            {"world_size", c.world_size}, {"batch_size", c.batch_size}, {"model_file", c.model_file}, {"output", c.output}};
+  json meta{{"epoch", c.epoch},           {"step_in_epoch", c.step_in_epoch}, {"global_step", c.global_step},
+            {"world_size", c.world_size}, {"batch_size", c.batch_size},       {"model_file", c.model_file},
+            {"output", c.output}};
   json blobs = json::array();
   uint64_t off = 0;
   blobs.push_back({{"name", "model"}, {"offset", off}, {"size", model_bytes.size()}});
@@ -79,7 +80,8 @@ Checkpoint read_checkpoint_data(const std::string& path, const std::string& data
       if (!with_blobs) break;
       const std::string name = b.at("name").get<std::string>();
       const uint64_t off = b.at("offset").get<uint64_t>(), size = b.at("size").get<uint64_t>();
-      if (off > data.size() - base || size > data.size() - base - off) bad("blob '" + name + "' runs past the end of the file", base + off);
+      if (off > data.size() - base || size > data.size() - base - off)
+        bad("blob '" + name + "' runs past the end of the file", base + off);
       const char* p = data.data() + base + off;
       if (name == "model") {
         if (!c.model.ParseFromArray(p, static_cast<int>(size))) bad("corrupt model blob", base + off);

@@ -29,9 +29,9 @@ struct Checkpoint {
   int64_t step_in_epoch = 0;  // optimizer steps already done in that epoch
   int64_t global_step = 0;    // optimizer steps done in all
   int64_t world_size = 1;
-  int64_t batch_size = 0;     // per rank
-  std::string model_file;     // the model file the run was started with ("" when not recorded)
-  std::string output;         // the output model of the run that wrote it ("" when none or not recorded)
+  int64_t batch_size = 0;  // per rank
+  std::string model_file;  // the model file the run was started with ("" when not recorded)
+  std::string output;      // the output model of the run that wrote it ("" when none or not recorded)
   onnx::ModelProto model;
   std::map<std::string, Tensor> optimizer_state;  // by parameter name, dense shapes
 };

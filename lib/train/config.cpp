@@ -16,19 +16,44 @@ json default_config() {
       {"output", ""},
       {"metrics", ""},
       {"checkpoint", {{"path", ""}, {"interval_epochs", 1}}},
-      {"data", {{"train_images", ""}, {"train_labels", ""}, {"test_images", ""}, {"test_labels", ""},
-                {"cache", true}, {"prefetch", 4}, {"validation_samples", 0}}},
-      {"augmentation", {{"crop_padding", 0}, {"resized_crop_scale", {1.0, 1.0}}, {"resized_crop_ratio", {3.0 / 4.0, 4.0 / 3.0}},
-                        {"horizontal_flip", false}, {"erasing_probability", 0.0}, {"erasing_scale", {0.02, 0.33}},
-                        {"erasing_ratio", {0.3, 3.3}}, {"mean", {0.0}}, {"std", {1.0}}}},
+      {"data",
+       {{"train_images", ""},
+        {"train_labels", ""},
+        {"test_images", ""},
+        {"test_labels", ""},
+        {"cache", true},
+        {"prefetch", 4},
+        {"validation_samples", 0}}},
+      {"augmentation",
+       {{"crop_padding", 0},
+        {"resized_crop_scale", {1.0, 1.0}},
+        {"resized_crop_ratio", {3.0 / 4.0, 4.0 / 3.0}},
+        {"horizontal_flip", false},
+        {"erasing_probability", 0.0},
+        {"erasing_scale", {0.02, 0.33}},
+        {"erasing_ratio", {0.3, 3.3}},
+        {"mean", {0.0}},
+        {"std", {1.0}}}},
       {"epochs", 1},
       {"batch_size", 64},
       {"accumulation_steps", 1},
       {"eval_batch_size", 256},
-      {"optimizer", {{"type", "sgd"}, {"momentum", 0.9}, {"nesterov", false}, {"weight_decay", 0.0},
-                     {"weight_decay_skip_bn_bias", true}, {"trust_coefficient", 0.001}}},
-      {"lr", {{"base", 0.1}, {"base_batch", 256}, {"scaling", "linear"}, {"warmup_epochs", 0.0},
-              {"warmup_start", 0.0}, {"decay", "cosine"}, {"power", 2.0}, {"final", 0.0}}},
+      {"optimizer",
+       {{"type", "sgd"},
+        {"momentum", 0.9},
+        {"nesterov", false},
+        {"weight_decay", 0.0},
+        {"weight_decay_skip_bn_bias", true},
+        {"trust_coefficient", 0.001}}},
+      {"lr",
+       {{"base", 0.1},
+        {"base_batch", 256},
+        {"scaling", "linear"},
+        {"warmup_epochs", 0.0},
+        {"warmup_start", 0.0},
+        {"decay", "cosine"},
+        {"power", 2.0},
+        {"final", 0.0}}},
       {"label_smoothing", 0.0},
       {"final_polish_epochs", 0},
       {"stop_at_validation_accuracy", 0.0},
@@ -57,7 +82,8 @@ bool same_kind(const json& schema, const json& v) {
 
 // Merges `user` into `base` (which holds the schema's keys), checking keys and types.
 void merge(json& base, const json& user, const std::string& where) {
-  if (!user.is_object()) throw_error(ErrorKind::usage, (where.empty() ? "the configuration" : "'" + where + "'") + " must be a JSON object");
+  if (!user.is_object())
+    throw_error(ErrorKind::usage, (where.empty() ? "the configuration" : "'" + where + "'") + " must be a JSON object");
   for (auto it = user.begin(); it != user.end(); ++it) {
     const std::string key = where.empty() ? it.key() : where + "." + it.key();
     if (!base.contains(it.key()))
@@ -221,7 +247,8 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
   need(c.optimizer.momentum >= 0 && c.optimizer.momentum < 1, "optimizer.momentum must be in [0, 1)");
   need(c.optimizer.weight_decay >= 0, "optimizer.weight_decay must be >= 0");
   need(c.optimizer.trust_coefficient > 0, "optimizer.trust_coefficient must be > 0");
-  need(c.optimizer.type == "sgd" || c.optimizer.type == "lars", "optimizer.type '" + c.optimizer.type + "' is not one of: sgd, lars");
+  need(c.optimizer.type == "sgd" || c.optimizer.type == "lars",
+       "optimizer.type '" + c.optimizer.type + "' is not one of: sgd, lars");
   need(c.threads >= 0, "threads must be >= 0");
   need(c.max_steps_per_epoch >= 0, "max_steps_per_epoch must be >= 0");
   c.lr.validate();

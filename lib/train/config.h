@@ -21,13 +21,13 @@ namespace hpcnn::train {
 
 struct DataConfig {
   std::string train_images, train_labels, test_images, test_labels;
-  bool cache = true;      // keep decoded samples in memory
-  int prefetch = 4;       // batches queued by the loader thread
+  bool cache = true;               // keep decoded samples in memory
+  int prefetch = 4;                // batches queued by the loader thread
   int64_t validation_samples = 0;  // the last N training samples form the validation split (not trained on)
 };
 
 struct AugmentConfig {
-  int crop_padding = 0;   // random crop with this much zero padding (0: off)
+  int crop_padding = 0;                                // random crop with this much zero padding (0: off)
   std::array<double, 2> resized_crop_scale{1.0, 1.0};  // random resized crop (off at [1, 1]), data/augment.h
   std::array<double, 2> resized_crop_ratio{3.0 / 4.0, 4.0 / 3.0};
   bool horizontal_flip = false;
@@ -49,11 +49,11 @@ struct TrainConfig {
   double stop_at_validation_accuracy = 0;  // stop after the first epoch whose validation top-1 exceeds it (0: off)
   uint64_t seed = 1;
   bool deterministic = false;
-  int threads = 0;              // per rank; 0: the cores of this node divided among its ranks
+  int threads = 0;  // per rank; 0: the cores of this node divided among its ranks
   bool sparse = false;
-  std::string mask;             // ONNX model whose zero weights give the sparsity mask
-  int64_t max_steps_per_epoch = 0;  // 0: all (a limit for smoke tests)
-  nlohmann::json merged;        // the merged configuration, as --print-config shows it
+  std::string mask;                   // ONNX model whose zero weights give the sparsity mask
+  int64_t max_steps_per_epoch = 0;    // 0: all (a limit for smoke tests)
+  nlohmann::json merged;              // the merged configuration, as --print-config shows it
   std::vector<std::string> warnings;  // values load_config adjusted, for the caller to log once
 };
 

@@ -64,8 +64,10 @@ void GradientExchange::exchange(const std::vector<nn::Parameter>& params, int lo
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor part = fused_.slice(static_cast<int64_t>(layout_.offset[k]), static_cast<int64_t>(layout_.count(k)));
     const Tensor grad = params[k].grad.reshaped({params[k].grad.numel()});
-    if (layout_.dense[k]) copy_into(grad, part);
-    else ops::gather(grad, positions_[k], part);
+    if (layout_.dense[k])
+      copy_into(grad, part);
+    else
+      ops::gather(grad, positions_[k], part);
   }
   comm_.allreduce_sum(fused_.data(), layout_.total);
   ops::scale(fused_, 1.0f / static_cast<float>(comm_.size() * std::max(1, local_steps)));

@@ -33,8 +33,10 @@ void Optimizer::step(std::vector<nn::Parameter>& params, const Tensor& grads, fl
     }
     const bool decay = !(opt_.weight_decay_skip_bn_bias && p.no_weight_decay);
     const ops::SgdParams sp{lr, opt_.momentum, decay ? opt_.weight_decay : 0.0f, opt_.nesterov};
-    if (opt_.type == "lars" && decay) ops::lars_update(wc, g, v, sp, opt_.trust_coefficient);
-    else ops::sgd_update(wc, g, v, sp);
+    if (opt_.type == "lars" && decay)
+      ops::lars_update(wc, g, v, sp, opt_.trust_coefficient);
+    else
+      ops::sgd_update(wc, g, v, sp);
     if (!layout_.dense[k]) ops::scatter(wc, positions_[k], w);
   }
 }

@@ -24,10 +24,10 @@ namespace hpcnn::train {
 struct LrSchedule {
   double base = 0.1;
   int64_t base_batch = 256;
-  std::string scaling = "linear";   // linear | sqrt | none
+  std::string scaling = "linear";  // linear | sqrt | none
   double warmup_epochs = 0;
-  double warmup_start = 0.0;        // fraction of the peak at the first step
-  std::string decay = "cosine";     // cosine | polynomial | constant
+  double warmup_start = 0.0;     // fraction of the peak at the first step
+  std::string decay = "cosine";  // cosine | polynomial | constant
   double power = 2.0;
   double final_lr = 0.0;
 

@@ -1,14 +1,14 @@
 #include "train/sensitivity.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
 #include "core/error.h"
 #include "data/loader.h"
-#include "nn/loss.h"
 #include "nn/evaluate.h"
+#include "nn/loss.h"
 #include "nn/model.h"
 
 namespace hpcnn::train {
@@ -57,7 +57,8 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
     model.zero_grad();
     Tensor grad;
     const std::vector<Tensor> out = model.forward({batch->images}, nn::Mode::inference_grad);
-    nn::check_labels(batch->labels, out.at(0).dim(1), [&](int64_t i) { return samples->locate(batch->indices[static_cast<size_t>(i)]); });
+    nn::check_labels(batch->labels, out.at(0).dim(1),
+                     [&](int64_t i) { return samples->locate(batch->indices[static_cast<size_t>(i)]); });
     const nn::LossResult l = nn::softmax_cross_entropy(out.at(0), batch->labels, 0.0f, &grad);
     if (!std::isfinite(l.loss))
       throw_error(ErrorKind::bad_input, origin + ": the loss of batch " + std::to_string(b) + " (samples " +
@@ -82,8 +83,8 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
       }
       if (!std::isfinite(s))
         throw_error(ErrorKind::bad_input, origin + ": the gradient of '" + params[p].name + "' on batch " + std::to_string(b) +
-                                              " (samples " + std::to_string(b * o.batch_size) + "...) is not finite: non-finite pixels in " +
-                                              samples->origin() + "?");
+                                              " (samples " + std::to_string(b * o.batch_size) +
+                                              "...) is not finite: non-finite pixels in " + samples->origin() + "?");
       row[1 + p] = s;
     }
   }

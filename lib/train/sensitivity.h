@@ -37,16 +37,16 @@
 namespace hpcnn::train {
 
 struct SensitivityOptions {
-  int64_t batches = 100;    // B at most (fewer when the data run out); the authors' calc_iter
-  int64_t batch_size = 128; // samples per batch
+  int64_t batches = 100;           // B at most (fewer when the data run out); the authors' calc_iter
+  int64_t batch_size = 128;        // samples per batch
   data::AugmentOptions normalise;  // mean/std only (crop and flip are ignored)
 };
 
 struct Sensitivity {
-  double loss = 0;                           // mean cross-entropy over the batches
-  int64_t batches = 0, samples = 0;          // used
-  std::map<std::string, double> sensitivity; // S_p per parameter (initializer) name
-  std::map<std::string, int64_t> elements;   // N_p: elements of each parameter
+  double loss = 0;                            // mean cross-entropy over the batches
+  int64_t batches = 0, samples = 0;           // used
+  std::map<std::string, double> sensitivity;  // S_p per parameter (initializer) name
+  std::map<std::string, int64_t> elements;    // N_p: elements of each parameter
 };
 
 // The evaluation-mode loader of the first min(batches * batch_size, size) samples, normalised only,

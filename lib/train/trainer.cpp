@@ -4,22 +4,21 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <csignal>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include "core/threads.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/threads.h"
 #include "core/xxhash.h"
 #include "data/epoch_plan.h"
 #include "data/loader.h"
 #include "data/source.h"
-#include "train/gradient_exchange.h"
 #include "nn/evaluate.h"
 #include "nn/loss.h"
 #include "nn/model.h"
@@ -28,8 +27,9 @@
 #include "onnx/compare.h"
 #include "onnx/costs.h"
 #include "onnx/model.h"
-#include "train/checkpoint.h"
 #include "train/batchnorm_sync.h"
+#include "train/checkpoint.h"
+#include "train/gradient_exchange.h"
 #include "train/optimizer.h"
 
 namespace hpcnn::train {
@@ -102,7 +102,8 @@ nn::EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Commu
   loader.start_epoch(0);
   nn::EvalSums e;
   while (auto b = loader.next_batch())
-    nn::evaluate_batch(model, b->images, b->labels, e, 0.0f, [&](int64_t n) { return test->locate(b->indices[static_cast<size_t>(n)]); });
+    nn::evaluate_batch(model, b->images, b->labels, e, 0.0f,
+                       [&](int64_t n) { return test->locate(b->indices[static_cast<size_t>(n)]); });
   double s[4] = {e.loss, e.top1, e.top5, e.count};
   comm.allreduce_sum(s, 4);
   return {s[0], s[1], s[2], s[3]};
@@ -126,7 +127,8 @@ void restore_state(const std::vector<nn::Parameter>& params, const dist::FusedLa
   Tensor host = Tensor::zeros({static_cast<int64_t>(layout.total)});
   for (size_t k = 0; k < params.size(); ++k) {
     auto it = saved.find(params[k].name);
-    if (it == saved.end()) throw_error(ErrorKind::bad_input, "checkpoint " + path + " has no optimizer state for '" + params[k].name + "'");
+    if (it == saved.end())
+      throw_error(ErrorKind::bad_input, "checkpoint " + path + " has no optimizer state for '" + params[k].name + "'");
     if (it->second.shape() != params[k].value.shape())
       throw_error(ErrorKind::bad_input, "checkpoint " + path + ": optimizer state of '" + params[k].name + "' has shape " +
                                             shape_to_string(it->second.shape()));
@@ -213,7 +215,8 @@ class Trainer {
     }
     model_ = std::make_unique<nn::Model>(loaded_.proto, cfg_.model, nn::ModelOptions{false, static_cast<unsigned>(cfg_.seed)});
     if (model_->input_names().size() != 1 || model_->output_names().empty())
-      throw_error(ErrorKind::unsupported, cfg_.model + ": dist-train needs a model with one input (images) and logits as its first output");
+      throw_error(ErrorKind::unsupported,
+                  cfg_.model + ": dist-train needs a model with one input (images) and logits as its first output");
     model_->set_batchnorm_statistics(nn::BatchNormStatistics::deferred);
     broadcast_weights(*model_, comm_);
     compare_checksums(*model_, comm_, "after the broadcast from rank 0");
@@ -303,11 +306,13 @@ class Trainer {
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t step = first; step < steps_per_epoch_; ++step) {
       train_step(epoch, step, sums);
-      if (run_.on_step && rank_ == 0) run_.on_step(epoch, cfg_.epochs, step + 1, steps_per_epoch_, sums.count ? sums.loss / sums.count : 0.0);
+      if (run_.on_step && rank_ == 0)
+        run_.on_step(epoch, cfg_.epochs, step + 1, steps_per_epoch_, sums.count ? sums.loss / sums.count : 0.0);
       int64_t stop = g_stop.load(std::memory_order_relaxed);
       comm_.allreduce_max(&stop, 1);
       if (stop) {
-        spdlog::warn("stop requested ({}): checkpointing at epoch {}, step {}", signal_name(static_cast<int>(stop)), epoch + 1, step + 1);
+        spdlog::warn("stop requested ({}): checkpointing at epoch {}, step {}", signal_name(static_cast<int>(stop)), epoch + 1,
+                     step + 1);
         const bool end = step + 1 == steps_per_epoch_;
         save_checkpoint(end ? epoch + 1 : epoch, end ? 0 : step + 1);
         stopped_ = true;
@@ -325,10 +330,12 @@ class Trainer {
     for (int a = 0; a < cfg_.accumulation_steps; ++a) {
       auto batch = loader_->next_batch();
       if (!batch) throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loader ran out of batches");
-      model_->set_seed(data::mix_seed(cfg_.seed, static_cast<uint64_t>(rank_), static_cast<uint64_t>(global_step_ * cfg_.accumulation_steps + a)));
+      model_->set_seed(data::mix_seed(cfg_.seed, static_cast<uint64_t>(rank_),
+                                      static_cast<uint64_t>(global_step_ * cfg_.accumulation_steps + a)));
       auto out = model_->forward({batch->images}, nn::Mode::training);
       inject_fault(out.at(0));
-      nn::check_labels(batch->labels, out.at(0).dim(1), [&](int64_t n) { return loader_->source().locate(batch->indices[static_cast<size_t>(n)]); });
+      nn::check_labels(batch->labels, out.at(0).dim(1),
+                       [&](int64_t n) { return loader_->source().locate(batch->indices[static_cast<size_t>(n)]); });
       Tensor grad;
       const auto l = nn::softmax_cross_entropy(out.at(0), batch->labels, cfg_.label_smoothing, &grad);
       if (!std::isfinite(l.loss))
@@ -410,11 +417,12 @@ class Trainer {
       m["test_top5"] = e.top5;
     }
     if (rank_ == 0) {
-      spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f}{}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg_.epochs,
-                   m["train_loss"].get<double>(), m["train_accuracy"].get<double>(),
-                   validation_src_ ? fmt::format(", validation acc {:.4f}", m["validation_accuracy"].get<double>()) : std::string(),
-                   test_src_ ? fmt::format(", test acc {:.4f}", m["test_accuracy"].get<double>()) : std::string(),
-                   m["images_per_second"].get<double>(), secs_mean);
+      spdlog::info(
+          "epoch {}/{}: train loss {:.4f} acc {:.4f}{}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg_.epochs,
+          m["train_loss"].get<double>(), m["train_accuracy"].get<double>(),
+          validation_src_ ? fmt::format(", validation acc {:.4f}", m["validation_accuracy"].get<double>()) : std::string(),
+          test_src_ ? fmt::format(", test acc {:.4f}", m["test_accuracy"].get<double>()) : std::string(),
+          m["images_per_second"].get<double>(), secs_mean);
       if (early_stop_)
         spdlog::info("validation accuracy {:.4f} > {:.4f} (stop_at_validation_accuracy): stopping after epoch {}",
                      m["validation_accuracy"].get<double>(), cfg_.stop_at_validation_accuracy, epoch + 1);
@@ -425,7 +433,8 @@ class Trainer {
     }
     last_ = m;
     const bool last_epoch = epoch + 1 == cfg_.epochs || early_stop_;
-    if (cfg_.checkpoint_interval > 0 && ((epoch + 1) % cfg_.checkpoint_interval == 0 || last_epoch)) save_checkpoint(epoch + 1, 0);
+    if (cfg_.checkpoint_interval > 0 && ((epoch + 1) % cfg_.checkpoint_interval == 0 || last_epoch))
+      save_checkpoint(epoch + 1, 0);
   }
 
   void save_checkpoint(int64_t epoch, int64_t step_in_epoch) {
@@ -444,8 +453,10 @@ class Trainer {
       model_->export_weights(c.model);
       c.optimizer_state = dense_state(model_->parameters(), exchange_->layout(), optimizer_->state());
       write_checkpoint(cfg_.checkpoint, c);
-      if (step_in_epoch == 0) spdlog::info("checkpoint written: {} (after epoch {})", cfg_.checkpoint, epoch);
-      else spdlog::info("checkpoint written: {} (epoch {}, step {})", cfg_.checkpoint, epoch + 1, step_in_epoch);
+      if (step_in_epoch == 0)
+        spdlog::info("checkpoint written: {} (after epoch {})", cfg_.checkpoint, epoch);
+      else
+        spdlog::info("checkpoint written: {} (epoch {}, step {})", cfg_.checkpoint, epoch + 1, step_in_epoch);
     }
     comm_.barrier();
   }
@@ -475,8 +486,8 @@ class Trainer {
                  {"dense_bytes_per_step", exchange_->layout().full * sizeof(float)},
                  {"train_images_per_second", train_seconds_ > 0 ? images_total_ / train_seconds_ : 0.0},
                  {"seconds", total}};
-    for (const char* k : {"train_loss", "train_accuracy", "validation_loss", "validation_accuracy", "test_loss", "test_accuracy",
-                          "test_top5"})
+    for (const char* k :
+         {"train_loss", "train_accuracy", "validation_loss", "validation_accuracy", "test_loss", "test_accuracy", "test_top5"})
       if (last_.contains(k)) summary[k] = last_[k];
     return summary;
   }
@@ -531,7 +542,8 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
     if (cfg.data.validation_samples <= 0)
       throw_error(ErrorKind::usage, "--split validation needs data.validation_samples > 0 in the configuration");
     src = data::split_validation(open(cfg.data.train_images, cfg.data.train_labels, cfg.data.cache, "train"),
-                           cfg.data.validation_samples).second;
+                                 cfg.data.validation_samples)
+              .second;
   }
   const auto t0 = std::chrono::steady_clock::now();
   const nn::EvalResult e = nn::eval_result(evaluate_test(model, cfg, comm, src));
@@ -564,8 +576,10 @@ std::string checkpoint_to_resume(const TrainConfig& cfg, dist::Communicator& com
     // a fresh start overwriting the training done.
     std::error_code ec;
     found = std::filesystem::exists(cfg.checkpoint, ec) || ec ? 1 : 0;
-    if (found) spdlog::info("--resume auto: continuing from the checkpoint {}", cfg.checkpoint);
-    else spdlog::info("--resume auto: no checkpoint at {} yet, starting fresh", cfg.checkpoint);
+    if (found)
+      spdlog::info("--resume auto: continuing from the checkpoint {}", cfg.checkpoint);
+    else
+      spdlog::info("--resume auto: no checkpoint at {} yet, starting fresh", cfg.checkpoint);
   }
   comm.broadcast(&found, sizeof found, 0);
   return found ? cfg.checkpoint : std::string();

@@ -22,7 +22,7 @@
 namespace hpcnn::train {
 
 struct RunOptions {
-  std::string resume;     // checkpoint to resume from ("" = start fresh)
+  std::string resume;  // checkpoint to resume from ("" = start fresh)
   // Called on rank 0 after every optimizer step: epoch (0-based), epochs, steps done in the
   // epoch, steps per epoch, mean training loss of the epoch so far (a tool's progress bar).
   std::function<void(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss)> on_step;

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 
@@ -15,7 +14,9 @@ fs::path fresh_dir() {
   fs::create_directories(d);
   return d;
 }
-size_t entries(const fs::path& d) { return static_cast<size_t>(std::distance(fs::directory_iterator(d), fs::directory_iterator())); }
+size_t entries(const fs::path& d) {
+  return static_cast<size_t>(std::distance(fs::directory_iterator(d), fs::directory_iterator()));
+}
 }  // namespace
 
 TEST_CASE("AtomicFile: an uncommitted file leaves nothing behind", "[core]") {

@@ -1,8 +1,9 @@
 // core/threads.h's one rule for thread counts, and core/device_error.h's report of failed
 // device/library calls.
-#include <catch2/catch.hpp>
 #include <sched.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 
 #include "core/device_error.h"
 #include "core/error.h"

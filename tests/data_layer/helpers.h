@@ -2,12 +2,11 @@
 // gzip and huffgpu files built in the test.
 #pragma once
 
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -80,8 +79,8 @@ inline Bytes npy_file(const std::string& dict, const Bytes& data) {
   std::string header = dict;
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  const uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xff),
-                           static_cast<uint8_t>(header.size() >> 8)};
+  const uint8_t pre[10] = {
+      0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(header.size() & 0xff), static_cast<uint8_t>(header.size() >> 8)};
   Bytes out(10 + header.size() + data.size());
   std::memcpy(out.data(), pre, 10);
   std::memcpy(out.data() + 10, header.data(), header.size());

@@ -1,8 +1,7 @@
 // Tests of data/augment.h: crop with padding, horizontal flip, normalisation, determinism.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
 
@@ -207,7 +206,9 @@ namespace {
 struct TorchvisionReference {
   std::mt19937_64& rng;
   double uniform(double lo, double hi) { return lo + (hi - lo) * (static_cast<double>(rng() >> 11) * 0x1p-53); }
-  int64_t randint(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo)); }  // [lo, hi)
+  int64_t randint(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo));
+  }  // [lo, hi)
   static int64_t round(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
   std::array<int64_t, 4> crop(int64_t height, int64_t width, std::array<double, 2> scale, std::array<double, 2> ratio) {
     const double area = static_cast<double>(height * width);
@@ -225,8 +226,10 @@ struct TorchvisionReference {
     }
     const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
     int64_t w = width, h = height;
-    if (in_ratio < ratio[0]) h = round(static_cast<double>(w) / ratio[0]);
-    else if (in_ratio > ratio[1]) w = round(static_cast<double>(h) * ratio[1]);
+    if (in_ratio < ratio[0])
+      h = round(static_cast<double>(w) / ratio[0]);
+    else if (in_ratio > ratio[1])
+      w = round(static_cast<double>(h) * ratio[1]);
     return {(height - h) / 2, (width - w) / 2, h, w};
   }
   std::array<int64_t, 4> erase(int64_t img_h, int64_t img_w, std::array<double, 2> scale, std::array<double, 2> ratio) {
@@ -248,7 +251,8 @@ struct TorchvisionReference {
 
 }  // namespace
 
-TEST_CASE("augment: resized-crop and erasing draws are torchvision's, in range, with the erasing probability", "[data][augment]") {
+TEST_CASE("augment: resized-crop and erasing draws are torchvision's, in range, with the erasing probability",
+          "[data][augment]") {
   AugmentOptions o;
   o.resized_scale = {0.35, 1.0};
   o.resized_ratio = {0.75, 4.0 / 3.0};

@@ -1,7 +1,6 @@
 // Tests of data/dataset.h, data/source.h, data/decompress.h: IDX raw/gzip/huffgpu, CIFAR-10
 // binary, NPY images, the real Fashion-MNIST files, and clean errors for bad files.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "data/cifar.h"
@@ -146,7 +145,8 @@ TEST_CASE("data: CIFAR-10 binary record layout", "[data][cifar]") {
     for (int c = 0; c < 3; ++c)
       for (int y = 0; y < 32; y += 7)
         for (int x = 0; x < 32; x += 5)
-          REQUIRE(s.pixels_u8[static_cast<size_t>(((r * 3 + c) * 32 + y) * 32 + x)] == static_cast<uint8_t>(r + 5 * c + y + 3 * x));
+          REQUIRE(s.pixels_u8[static_cast<size_t>(((r * 3 + c) * 32 + y) * 32 + x)] ==
+                  static_cast<uint8_t>(r + 5 * c + y + 3 * x));
 
   FileSource fsrc(dir.file("data_batch_1.bin"), "");
   CHECK(fsrc.has_labels());
@@ -186,8 +186,8 @@ TEST_CASE("data: NPY images (u8 NHW, f32 NHWC, f64 NCHW) and integer labels", "[
   // u8 (4, 2, 3)
   const Bytes u8 = pattern_pixels(4, 2, 3);
   write_file(dir.file("u8.npy"), npy_file("{'descr': '|u1', 'fortran_order': False, 'shape': (4, 2, 3), }", u8));
-  write_file(dir.file("lbl.npy"), npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }",
-                                           raw_bytes(std::vector<int64_t>{3, 1, 4, 1})));
+  write_file(dir.file("lbl.npy"),
+             npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }", raw_bytes(std::vector<int64_t>{3, 1, 4, 1})));
   const ImageSet a = load_images(dir.file("u8.npy"), dir.file("lbl.npy"));
   CHECK(a.sample == SampleInfo{1, 2, 3, PixelType::u8});
   CHECK(a.pixels_u8 == u8);

@@ -1,9 +1,8 @@
 // Tests of data/epoch_plan.h and data/loader.h: rank sharding of every epoch's permutation,
 // determinism, evaluation shards, augmentation on/off, the bounded prefetch queue, errors.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -83,8 +82,7 @@ LoaderOptions train_options(int64_t batch, int rank, int world, uint64_t seed = 
 }
 
 bool same_images(const Batch& a, const Batch& b) {
-  return a.images.shape() == b.images.shape() &&
-         std::equal(a.images.data(), a.images.data() + a.images.numel(), b.images.data());
+  return a.images.shape() == b.images.shape() && std::equal(a.images.data(), a.images.data() + a.images.numel(), b.images.data());
 }
 
 }  // namespace
@@ -182,7 +180,8 @@ TEST_CASE("loader: batches are deterministic for a seed, whatever the threads, r
     for (const Batch& bb : ea)
       for (size_t q = 0; q < bb.indices.size(); ++q)
         if (bb.indices[q] == other.indices[j]) {
-          found = std::equal(bb.images.data() + static_cast<int64_t>(q) * numel, bb.images.data() + static_cast<int64_t>(q + 1) * numel,
+          found = std::equal(bb.images.data() + static_cast<int64_t>(q) * numel,
+                             bb.images.data() + static_cast<int64_t>(q + 1) * numel,
                              other.images.data() + static_cast<int64_t>(j) * numel);
         }
     CHECK(found);
@@ -258,8 +257,7 @@ TEST_CASE("loader: the prefetch queue is bounded", "[data][loader]") {
   l.start_epoch(0);
   // Wait until the queue is full, then give the thread time to overrun it if it would.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (l.ready() < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (l.ready() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   CHECK(l.ready() == 2);
   CHECK(counting->reads.load() <= (2 + 1) * 4);  // the queue plus at most the batch being built
@@ -314,7 +312,8 @@ TEST_CASE("loader: option errors, errors of the loader thread and shutdown mid-e
   REQUIRE(l.next_batch().has_value());
   REQUIRE(l.next_batch().has_value());
   const std::string m = error_of([&] { l.next_batch(); }, ErrorKind::bad_input);
-  CHECK_THAT(m, Catch::Contains("img.idx") && Catch::Contains("truncated") && Catch::Contains("while loading epoch 0, step 2 (rank 0)"));
+  CHECK_THAT(
+      m, Catch::Contains("img.idx") && Catch::Contains("truncated") && Catch::Contains("while loading epoch 0, step 2 (rank 0)"));
   error_of([&] { l.next_batch(); }, ErrorKind::bad_input);  // stays failed
   error_of([&] { l.start_epoch(1); }, ErrorKind::bad_input);
 }

@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
     const auto locals = comm->allgather(static_cast<uint64_t>(comm->local_rank() * 1000 + comm->local_size()));
     bool node_ok = true;
     for (int r = 0; r < world; ++r) node_ok = node_ok && locals[r] == static_cast<uint64_t>(r * 1000 + world);
-    report(node_ok && !comm->host().empty(), "local rank and size per node (" + std::to_string(world) + " ranks on " + comm->host() + ")");
+    report(node_ok && !comm->host().empty(),
+           "local rank and size per node (" + std::to_string(world) + " ranks on " + comm->host() + ")");
 
     const int64_t B = 6;
     std::mt19937 rng(42);
@@ -180,8 +181,10 @@ int main(int argc, char** argv) {
       std::vector<bool> nz(static_cast<size_t>(p.value.numel()), false);
       for (int64_t i : sl.positions[k]) nz[static_cast<size_t>(i)] = true;
       for (int64_t i = 0; i < p.value.numel(); ++i) {
-        if (!nz[static_cast<size_t>(i)]) zeros = zeros && p.value.data()[i] == 0.0f;
-        else moved = moved || p.value.data()[i] != 0.0f;
+        if (!nz[static_cast<size_t>(i)])
+          zeros = zeros && p.value.data()[i] == 0.0f;
+        else
+          moved = moved || p.value.data()[i] != 0.0f;
       }
     }
     report(zeros && moved, "zero weights stay exactly zero after optimizer steps (non-zeros train)");

@@ -1,8 +1,7 @@
 // Host-side plans of GPU training (dist/gpu_plan.h): the device of a rank and the ranks-per-device
 // check, and the gradient buckets of the overlapped allreduce with their release order.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <numeric>
 #include <random>
 
@@ -15,7 +14,8 @@ using hpcnn::ErrorKind;
 TEST_CASE("gpu plan: one GPU per local rank; more ranks than devices on a node is a device error naming it", "[dist][gpu_plan]") {
   for (int l = 0; l < 4; ++l) CHECK(pick_device(8 + l, l, 4, 4, "node07") == l);
   CHECK(pick_device(0, 0, 1, 8, "node07") == 0);  // fewer ranks than devices: the first ones
-  const std::string msg = hpcnn::testing::check_error([] { pick_device(5, 1, 4, 2, "node07"); }, ErrorKind::device, "node07 runs 4 ranks");
+  const std::string msg =
+      hpcnn::testing::check_error([] { pick_device(5, 1, 4, 2, "node07"); }, ErrorKind::device, "node07 runs 4 ranks");
   CHECK(msg.find("sees 2 GPUs") != std::string::npos);
   CHECK(msg.find("rank 5") != std::string::npos);
   hpcnn::testing::check_error([] { pick_device(0, 0, 1, 0, "node07"); }, ErrorKind::device, "sees no GPU");

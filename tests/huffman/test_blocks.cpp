@@ -1,7 +1,6 @@
 // Code blocks (format version 2): where the encoder splits a chunk, the block table's checks, and
 // the golden streams of both format versions.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -31,10 +30,17 @@ std::vector<uint8_t> unit_of(char kind, size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<uint8_t> v(n);
   switch (kind) {
-    case 'A': return text_like(n, seed);                                              // text
-    case 'B': for (auto& b : v) b = static_cast<uint8_t>(200 + rng() % 8 + rng() % 8); break;  // a narrow band
-    case 'C': for (auto& b : v) b = static_cast<uint8_t>(rng() % 64 * 4); break;             // 64 values
-    default: for (auto& b : v) b = static_cast<uint8_t>(rng() % 2 ? 0 : 255); break;         // two values
+    case 'A':
+      return text_like(n, seed);  // text
+    case 'B':
+      for (auto& b : v) b = static_cast<uint8_t>(200 + rng() % 8 + rng() % 8);
+      break;  // a narrow band
+    case 'C':
+      for (auto& b : v) b = static_cast<uint8_t>(rng() % 64 * 4);
+      break;  // 64 values
+    default:
+      for (auto& b : v) b = static_cast<uint8_t>(rng() % 2 ? 0 : 255);
+      break;  // two values
   }
   return v;
 }
@@ -75,7 +81,8 @@ std::vector<uint8_t> read_file(const std::string& name) {
 std::vector<uint8_t> decode_to_memory(const std::vector<uint8_t>& stream, int threads) {
   testing::MemoryFd fd(stream);
   std::vector<uint8_t> out;
-  decode_stream(fd.get(), [&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); }, threads);
+  decode_stream(
+      fd.get(), [&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); }, threads);
   return out;
 }
 
@@ -148,8 +155,20 @@ TEST_CASE("the splitter's cost estimate: the entropy in 2^-24 bits, the same on 
     // the worst seen was 1.9e-7 bits per byte.
     CHECK(std::fabs(static_cast<long double>(scalar) / (1 << 24) - (entropy + table)) <= 4e-7L * (n + 1));
   }
-  check_error([] { Histogram h{}; h[0] = uint64_t{1} << 32; block_cost_q24(h); }, ErrorKind::usage, "below 2^32");
-  check_error([] { Histogram h{}; h[0] = h[9] = uint64_t{1} << 31; block_cost_q24(h); }, ErrorKind::usage, "below 2^32");
+  check_error(
+      [] {
+        Histogram h{};
+        h[0] = uint64_t{1} << 32;
+        block_cost_q24(h);
+      },
+      ErrorKind::usage, "below 2^32");
+  check_error(
+      [] {
+        Histogram h{};
+        h[0] = h[9] = uint64_t{1} << 31;
+        block_cost_q24(h);
+      },
+      ErrorKind::usage, "below 2^32");
   CHECK(block_cost_q24(Histogram{}) == 0);
   for (int trial = 0; trial < 20; ++trial) {
     std::vector<uint8_t> in;
@@ -236,11 +255,13 @@ TEST_CASE("a bad block table is refused naming the chunk and block", "[huffman]"
   };
   size_t ts = 0;
   auto refused = [&](const std::vector<uint8_t>& bad, const std::string& words) {
-    check_error([&] { read_code_blocks(h, bad.data() + kChunkHeaderSize, h.payload_length, fh, &ts, 4, 1000); }, ErrorKind::bad_input, words);
+    check_error([&] { read_code_blocks(h, bad.data() + kChunkHeaderSize, h.payload_length, fh, &ts, 4, 1000); },
+                ErrorKind::bad_input, words);
     // Through the decoder the same bytes fail too (the table check or the metadata checksum).
     std::vector<uint8_t> out(in.size());
     DecoderScratch s;
-    check_error([&] { decode_chunk(h, bad.data(), fh, 1, out.data(), s, 4, 1000); }, ErrorKind::bad_input, "in chunk 4 at byte offset 10");
+    check_error([&] { decode_chunk(h, bad.data(), fh, 1, out.data(), s, 4, 1000); }, ErrorKind::bad_input,
+                "in chunk 4 at byte offset 10");
   };
   const uint32_t len0 = static_cast<uint32_t>(entry(0, 0));
   const uint64_t bits0 = entry(0, 1);
@@ -295,5 +316,6 @@ TEST_CASE("golden streams: version 1 still decodes, version 2 is what the encode
   v3[4] = 3;
   const uint32_t sum = checksum32(v3.data(), 12);
   for (int i = 0; i < 4; ++i) v3[12 + i] = static_cast<uint8_t>(sum >> (8 * i));
-  check_error([&] { decode_to_memory(v3, 1); }, ErrorKind::unsupported, "huffgpu format version 3 is not supported (this build reads versions 1 to 2)");
+  check_error([&] { decode_to_memory(v3, 1); }, ErrorKind::unsupported,
+              "huffgpu format version 3 is not supported (this build reads versions 1 to 2)");
 }

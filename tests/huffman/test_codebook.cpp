@@ -1,6 +1,5 @@
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <queue>
 #include <random>
 
@@ -16,15 +15,20 @@ namespace {
 
 // Independent reference: unlimited Huffman code lengths from a priority queue.
 std::array<int, 256> huffman_lengths(const Histogram& h) {
-  struct Node { uint64_t w; std::vector<int> syms; };
+  struct Node {
+    uint64_t w;
+    std::vector<int> syms;
+  };
   auto cmp = [](const Node& a, const Node& b) { return a.w > b.w; };
   std::priority_queue<Node, std::vector<Node>, decltype(cmp)> q(cmp);
   for (int s = 0; s < 256; ++s)
     if (h[s]) q.push({h[s], {s}});
   std::array<int, 256> len{};
   while (q.size() > 1) {
-    Node a = q.top(); q.pop();
-    Node b = q.top(); q.pop();
+    Node a = q.top();
+    q.pop();
+    Node b = q.top();
+    q.pop();
     for (int s : a.syms) ++len[s];
     for (int s : b.syms) ++len[s];
     a.syms.insert(a.syms.end(), b.syms.begin(), b.syms.end());
@@ -106,7 +110,10 @@ TEST_CASE("canonical codes are prefix-free and ordered by length then symbol", "
 
 TEST_CASE("code-length table round trip and corruption", "[huffman]") {
   Histogram h{};
-  h['a'] = 10; h['b'] = 3; h['z'] = 1; h[200] = 7;
+  h['a'] = 10;
+  h['b'] = 3;
+  h['z'] = 1;
+  h[200] = 7;
   const CodeLengths l = limited_code_lengths(h, 12);
   std::vector<uint8_t> buf(code_table_size(l));
   write_code_table(l, buf.data());
@@ -115,7 +122,8 @@ TEST_CASE("code-length table round trip and corruption", "[huffman]") {
   CHECK(used == buf.size());
   check_error([&] { read_code_table(buf.data(), buf.size() - 1, 12, &used, "here"); }, ErrorKind::bad_input,
               "truncated code-length table here");
-  check_error([&] { read_code_table(buf.data(), 31, 12, &used, "here"); }, ErrorKind::bad_input, "truncated code-length table here");
+  check_error([&] { read_code_table(buf.data(), 31, 12, &used, "here"); }, ErrorKind::bad_input,
+              "truncated code-length table here");
   auto bad = buf;
   bad[32] ^= 0x01;  // a length changes: the code is no longer complete
   check_error([&] { read_code_table(bad.data(), bad.size(), 12, &used, "in chunk 7"); }, ErrorKind::bad_input,

@@ -1,7 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 
@@ -12,8 +11,8 @@
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
 #include "huffman/cpu/quad_pack.h"
-#include "huffman/stream.h"
 #include "huffman/format.h"
+#include "huffman/stream.h"
 #include "test_inputs.h"
 
 using namespace hpcnn::huffman;
@@ -117,12 +116,24 @@ TEST_CASE("UnitCounter counts every unit exactly, with and without taking freque
     const size_t n = u % 11 == 3 ? rng() % 200 : u % 13 == 5 ? UnitCounter::kMaxUnit : 16384 - (u % 5 == 0 ? rng() % 1000 : 0);
     std::vector<uint8_t> v(n);
     switch (u % 6) {
-      case 0: std::copy(text.begin() + static_cast<long>(u * 1000), text.begin() + static_cast<long>(u * 1000 + n), v.begin()); break;
-      case 1: for (auto& b : v) b = rng() % 2 ? 0 : static_cast<uint8_t>(rng());  break;  // half zeros
-      case 2: for (auto& b : v) b = static_cast<uint8_t>(rng()); break;                    // even
-      case 3: std::fill(v.begin(), v.end(), static_cast<uint8_t>(u)); break;               // one value
-      case 4: for (auto& b : v) b = static_cast<uint8_t>(rng() % 3 * 7); break;            // three values
-      default: for (size_t i = 0; i < n; ++i) v[i] = text[i % 1000]; break;
+      case 0:
+        std::copy(text.begin() + static_cast<long>(u * 1000), text.begin() + static_cast<long>(u * 1000 + n), v.begin());
+        break;
+      case 1:
+        for (auto& b : v) b = rng() % 2 ? 0 : static_cast<uint8_t>(rng());
+        break;  // half zeros
+      case 2:
+        for (auto& b : v) b = static_cast<uint8_t>(rng());
+        break;  // even
+      case 3:
+        std::fill(v.begin(), v.end(), static_cast<uint8_t>(u));
+        break;  // one value
+      case 4:
+        for (auto& b : v) b = static_cast<uint8_t>(rng() % 3 * 7);
+        break;  // three values
+      default:
+        for (size_t i = 0; i < n; ++i) v[i] = text[i % 1000];
+        break;
     }
     units.push_back(std::move(v));
   }
@@ -187,8 +198,11 @@ TEST_CASE("the AVX-512 quad packer writes the scalar packers' bytes", "[huffman]
         for (bool gaps : {true, false})
           for (int limit : {9, 12, 16})
             for (int t : {1, 3}) {
-              INFO("input " << (src == &text ? "text" : src == &wide ? "wide" : src == &mix ? "mix" : "two symbols") << ", n " << n << ", S 2^" << seg
-                            << ", gaps " << gaps << ", L " << limit << ", threads " << t);
+              INFO("input " << (src == &text   ? "text"
+                                : src == &wide ? "wide"
+                                : src == &mix  ? "mix"
+                                               : "two symbols")
+                            << ", n " << n << ", S 2^" << seg << ", gaps " << gaps << ", L " << limit << ", threads " << t);
               const std::vector<uint8_t> in(src->begin(), src->begin() + static_cast<long>(n));
               const FileHeader fh = header(1u << 24, seg, gaps, limit);
               std::vector<uint8_t> vec, scalar;
@@ -265,7 +279,8 @@ TEST_CASE("a part that starts inside a byte with a run of the longest codewords"
       for (auto& b : in) b = static_cast<uint8_t>(rng() % 2 ? 0 : rng() % 190);  // rare ones: 13-14 bits at L = 14
       for (int k = 0; k < shift; ++k) in[static_cast<size_t>(k)] = 0;
       for (int q = 1; q < 4; ++q)
-        for (int k = 0; k < 8; ++k) in[n * static_cast<size_t>(q) / 4 + static_cast<size_t>(k)] = static_cast<uint8_t>(246 + (k + q) % 10);
+        for (int k = 0; k < 8; ++k)
+          in[n * static_cast<size_t>(q) / 4 + static_cast<size_t>(k)] = static_cast<uint8_t>(246 + (k + q) % 10);
       std::vector<uint8_t> ref, got;
       REQUIRE(roundtrip(in, header(1u << 24, 8, true, limit), 1, 1, &ref) == in);
       CHECK(roundtrip(in, header(1u << 24, 8, true, limit), 2, 2, &got) == in);
@@ -287,34 +302,34 @@ TEST_CASE("chunk modes: raw for random data, single symbol for a constant", "[hu
 
 TEST_CASE("the gap array holds the first codeword boundary of every segment", "[huffman]") {
   for (int seg : {7, 8})
-  for (int threads : {1, 2, 3, 5, 8})
-  for (size_t n : {size_t{1500007}, size_t{65537 + 4099 * static_cast<size_t>(threads)}}) {
-    const auto in = text_like(n, 4 + static_cast<uint64_t>(threads));
-    const FileHeader fh = header(1u << 24, seg);
-    std::vector<uint8_t> chunk;
-    roundtrip(in, fh, threads, 1, &chunk);
-    const ChunkHeader h = read_chunk_header(chunk.data(), fh, 0, 0);
-    size_t table_size = 0;
-    const auto blocks = read_code_blocks(h, chunk.data() + kChunkHeaderSize, h.payload_length, fh, &table_size, 0, 0);
-    const PayloadLayout lay = huffman_layout(table_size, h.bit_length, fh);
-    // Independent walk: codeword starts from the symbol lengths (each byte's block's code).
-    std::vector<uint64_t> starts;
-    uint64_t p = 0;
-    size_t blk = 0;
-    for (size_t i = 0; i < in.size(); ++i) {
-      while (i >= blocks[blk].out_begin + blocks[blk].length) ++blk;
-      starts.push_back(p);
-      p += blocks[blk].lengths[in[i]];
-    }
-    REQUIRE(p == h.bit_length);
-    starts.push_back(p);
-    const uint32_t S = 1u << seg;
-    size_t j = 0;
-    for (uint64_t k = 0; k < segment_count(h.bit_length, S); ++k) {
-      while (starts[j] < k * S) ++j;
-      CHECK(read_gap(chunk.data() + lay.gap_offset, k) == starts[j] - k * S);
-    }
-  }
+    for (int threads : {1, 2, 3, 5, 8})
+      for (size_t n : {size_t{1500007}, size_t{65537 + 4099 * static_cast<size_t>(threads)}}) {
+        const auto in = text_like(n, 4 + static_cast<uint64_t>(threads));
+        const FileHeader fh = header(1u << 24, seg);
+        std::vector<uint8_t> chunk;
+        roundtrip(in, fh, threads, 1, &chunk);
+        const ChunkHeader h = read_chunk_header(chunk.data(), fh, 0, 0);
+        size_t table_size = 0;
+        const auto blocks = read_code_blocks(h, chunk.data() + kChunkHeaderSize, h.payload_length, fh, &table_size, 0, 0);
+        const PayloadLayout lay = huffman_layout(table_size, h.bit_length, fh);
+        // Independent walk: codeword starts from the symbol lengths (each byte's block's code).
+        std::vector<uint64_t> starts;
+        uint64_t p = 0;
+        size_t blk = 0;
+        for (size_t i = 0; i < in.size(); ++i) {
+          while (i >= blocks[blk].out_begin + blocks[blk].length) ++blk;
+          starts.push_back(p);
+          p += blocks[blk].lengths[in[i]];
+        }
+        REQUIRE(p == h.bit_length);
+        starts.push_back(p);
+        const uint32_t S = 1u << seg;
+        size_t j = 0;
+        for (uint64_t k = 0; k < segment_count(h.bit_length, S); ++k) {
+          while (starts[j] < k * S) ++j;
+          CHECK(read_gap(chunk.data() + lay.gap_offset, k) == starts[j] - k * S);
+        }
+      }
 }
 
 TEST_CASE("a corrupted chunk of a stream fails naming that chunk, through decode_stream", "[huffman]") {
@@ -349,14 +364,16 @@ TEST_CASE("a corrupted chunk of a stream fails naming that chunk, through decode
   for (size_t b = 0; b < kChunkHeaderSize; ++b) flips.emplace_back(b, static_cast<int>(rng() % 8));
   for (int bit = 0; bit < 8; ++bit)
     for (size_t b = 8; b < 12; ++b) flips.emplace_back(b, bit);  // payload length
-  for (int k = 0; k < 200; ++k) flips.emplace_back(kChunkHeaderSize + rng() % (c3.stored_length - kChunkHeaderSize), static_cast<int>(rng() % 8));
+  for (int k = 0; k < 200; ++k)
+    flips.emplace_back(kChunkHeaderSize + rng() % (c3.stored_length - kChunkHeaderSize), static_cast<int>(rng() % 8));
   for (const auto& [b, bit] : flips) {
     auto bad = stream;
     bad[c3.offset + b] ^= static_cast<uint8_t>(1u << bit);
     testing::MemoryFd fd(bad);
     back.clear();
     INFO("bit " << bit << " of byte " << b << " of chunk 3");
-    const std::string msg = check_error([&] { decode_stream(fd.get(), sink, 2); }, ErrorKind::bad_input, "in chunk 3 at byte offset ");
+    const std::string msg =
+        check_error([&] { decode_stream(fd.get(), sink, 2); }, ErrorKind::bad_input, "in chunk 3 at byte offset ");
     // The offset named is the chunk's, its payload's or a code table's inside it.
     const std::string at = "in chunk 3 at byte offset ";
     const uint64_t named = std::stoull(msg.substr(msg.find(at) + at.size()));
@@ -382,8 +399,8 @@ TEST_CASE("a sink that fails stops encode_stream and decode_stream with its erro
       if (++calls == 3) hpcnn::throw_error(ErrorKind::io, "write error: test sink");
     };
     testing::MemoryFd fd(encode ? in : stream);
-    check_error([&] { encode ? (void)encode_stream(fd.get(), sink, fh, 1) : (void)decode_stream(fd.get(), sink, 1); }, ErrorKind::io,
-                "test sink");
+    check_error([&] { encode ? (void)encode_stream(fd.get(), sink, fh, 1) : (void)decode_stream(fd.get(), sink, 1); },
+                ErrorKind::io, "test sink");
     CHECK(calls == 3);
   }
 }
@@ -392,7 +409,7 @@ TEST_CASE("a Huffman chunk header whose payload cannot hold its bitstream is ref
   // Refused before a reader sizes its output by the original length (memory follows the data).
   ChunkHeader h;
   h.original_length = 1000;
-  h.bit_length = 4001;      // 126 words
+  h.bit_length = 4001;  // 126 words
   h.payload_length = 503;
   h.blocks = 1;
   uint8_t b[kChunkHeaderSize];
@@ -429,7 +446,8 @@ TEST_CASE("multi-group decoding: every thread count, and corruption anywhere is 
     bad[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
     for (int t : {1, 3}) {
       INFO("a flipped bitstream bit at " << pos << ", " << t << " threads");
-      check_error([&] { decode_chunk(h, bad.data(), fh, t, out.data(), s, 5, 77); }, ErrorKind::bad_input, "in chunk 5 at byte offset 77");
+      check_error([&] { decode_chunk(h, bad.data(), fh, t, out.data(), s, 5, 77); }, ErrorKind::bad_input,
+                  "in chunk 5 at byte offset 77");
     }
   }
 }

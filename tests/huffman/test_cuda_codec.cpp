@@ -3,19 +3,18 @@
 // device the program prints why and exits 77, which ctest reports as skipped.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <string>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "core/error.h"
 #include "huffman/cpu/decoder.h"
 #include "huffman/cpu/encoder.h"
-#include "huffman/stream.h"
 #include "huffman/cuda/codec.h"
+#include "huffman/stream.h"
 #include "test_inputs.h"
 
 using namespace hpcnn::huffman;
@@ -82,7 +81,8 @@ TEST_CASE("CUDA codec with code blocks: the CPU's bytes and the golden streams o
     const std::vector<uint8_t> stream{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
     testing::MemoryFd fd(stream);
     std::vector<uint8_t> back;
-    decode_stream(fd.get(), [&](const uint8_t* p, size_t n) { back.insert(back.end(), p, p + n); }, codec);
+    decode_stream(
+        fd.get(), [&](const uint8_t* p, size_t n) { back.insert(back.end(), p, p + n); }, codec);
     INFO(name);
     CHECK(back == golden);
   }
@@ -117,15 +117,16 @@ TEST_CASE("CUDA decoder: a corrupted chunk of a stream fails naming that chunk",
     for (size_t b = 0; b < kChunkHeaderSize; ++b) flips.emplace_back(b, static_cast<int>(rng() % 8));
     for (int bit = 0; bit < 8; ++bit)
       for (size_t b = 8; b < 12; ++b) flips.emplace_back(b, bit);  // payload length
-    for (int k = 0; k < 150; ++k) flips.emplace_back(kChunkHeaderSize + rng() % (c4.stored_length - kChunkHeaderSize), static_cast<int>(rng() % 8));
+    for (int k = 0; k < 150; ++k)
+      flips.emplace_back(kChunkHeaderSize + rng() % (c4.stored_length - kChunkHeaderSize), static_cast<int>(rng() % 8));
     for (const auto& [b, bit] : flips) {
       auto bad = stream;
       bad[c4.offset + b] ^= static_cast<uint8_t>(1u << bit);
       testing::MemoryFd fd(bad);
       back.clear();
       INFO("bit " << bit << " of byte " << b << " of chunk 4, gap arrays " << gaps);
-      const std::string msg =
-          hpcnn::testing::check_error([&] { decode_stream(fd.get(), sink, codec); }, hpcnn::ErrorKind::bad_input, "in chunk 4 at byte offset ");
+      const std::string msg = hpcnn::testing::check_error([&] { decode_stream(fd.get(), sink, codec); },
+                                                          hpcnn::ErrorKind::bad_input, "in chunk 4 at byte offset ");
       const std::string at = "in chunk 4 at byte offset ";  // the chunk's, its payload's or a code table's
       const uint64_t named = std::stoull(msg.substr(msg.find(at) + at.size()));
       CHECK(named >= c4.offset);

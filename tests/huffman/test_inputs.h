@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "../error_check.h"
-#include "huffman/stream.h"
 #include "huffman/format.h"
+#include "huffman/stream.h"
 
 namespace hpcnn::huffman::testing {
 
@@ -39,8 +39,8 @@ inline FileHeader header(uint32_t chunk = 1u << 24, int seg_log2 = 8, bool gaps 
 // counts (an unlimited Huffman code would need more than 16 bits).
 inline std::vector<std::vector<uint8_t>> edge_case_inputs() {
   std::mt19937_64 rng(5);
-  std::vector<std::vector<uint8_t>> inputs = {{42}, std::vector<uint8_t>(1001, 7), {1, 2}, text_like(12345, 1),
-                                              text_like(1 << 20, 2)};
+  std::vector<std::vector<uint8_t>> inputs = {
+      {42}, std::vector<uint8_t>(1001, 7), {1, 2}, text_like(12345, 1), text_like(1 << 20, 2)};
   std::vector<uint8_t> all(256 * 40);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint8_t>(i * 131);
   inputs.push_back(all);
@@ -83,7 +83,8 @@ class MemoryFd {
 inline std::vector<uint8_t> encode_to_memory(const std::vector<uint8_t>& in, const FileHeader& fh, int threads) {
   MemoryFd fd(in);
   std::vector<uint8_t> stream;
-  encode_stream(fd.get(), [&](const uint8_t* p, size_t n) { stream.insert(stream.end(), p, p + n); }, fh, threads);
+  encode_stream(
+      fd.get(), [&](const uint8_t* p, size_t n) { stream.insert(stream.end(), p, p + n); }, fh, threads);
   return stream;
 }
 
@@ -95,4 +96,3 @@ inline TableEntry chunk_entry(const std::vector<uint8_t>& stream, uint64_t k) {
 }
 
 }  // namespace hpcnn::huffman::testing
-

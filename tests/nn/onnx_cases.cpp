@@ -199,8 +199,7 @@ double compare(const std::string& what, const Tensor& got, const onnx::TensorPro
   const std::vector<int64_t> edims = hpcnn::onnxu::dims_of(exp);
   if (!got.defined()) throw Mismatch(what + ": the engine returned no tensor, expected " + shape_str(edims));
   if (got.layout() != Layout::plain) throw Mismatch(what + ": returned in nhwc layout (outputs must be plain)");
-  if (got.shape() != edims)
-    throw Mismatch(what + ": shape " + shape_str(got.shape()) + ", expected " + shape_str(edims));
+  if (got.shape() != edims) throw Mismatch(what + ": shape " + shape_str(got.shape()) + ", expected " + shape_str(edims));
   const std::vector<double> e = hpcnn::onnxu::to_doubles(exp);
   double max_err = 0, max_ratio = 0;
   int64_t worst = -1, bad = 0;
@@ -216,9 +215,9 @@ double compare(const std::string& what, const Tensor& got, const onnx::TensorPro
   }
   if (bad) {
     const auto i = static_cast<size_t>(worst);
-    throw Mismatch(what + ": " + std::to_string(bad) + " of " + std::to_string(got.numel()) +
-                   " elements differ, max abs error " + fmt(max_err) + " (element " + std::to_string(worst) + ": got " +
-                   fmt(got.data()[worst]) + ", expected " + fmt(e[i]) + ")");
+    throw Mismatch(what + ": " + std::to_string(bad) + " of " + std::to_string(got.numel()) + " elements differ, max abs error " +
+                   fmt(max_err) + " (element " + std::to_string(worst) + ": got " + fmt(got.data()[worst]) + ", expected " +
+                   fmt(e[i]) + ")");
   }
   return max_ratio;
 }
@@ -227,8 +226,7 @@ double loss_of(const std::vector<Tensor>& outs, const std::vector<Tensor>& r) {
   double l = 0;
   for (size_t i = 0; i < outs.size() && i < r.size(); ++i) {
     if (!r[i].defined()) continue;
-    if (outs[i].numel() != r[i].numel())
-      throw Mismatch("output " + std::to_string(i) + " changed size between forwards");
+    if (outs[i].numel() != r[i].numel()) throw Mismatch("output " + std::to_string(i) + " changed size between forwards");
     Tensor o = hpcnn::to_layout(outs[i], Layout::plain);
     for (int64_t j = 0; j < o.numel(); ++j) l += static_cast<double>(o.data()[j]) * r[i].data()[j];
   }
@@ -242,8 +240,7 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
   const int64_t opset = hpcnn::onnxu::default_opset(proto);
   Model model(proto, origin, ModelOptions{.input_grads = true, .seed = 1});
   std::map<std::string, Tensor> fed;
-  for (size_t i = 0; i < model.input_names().size() && i < fed_inputs.size(); ++i)
-    fed[model.input_names()[i]] = fed_inputs[i];
+  for (size_t i = 0; i < model.input_names().size() && i < fed_inputs.size(); ++i) fed[model.input_names()[i]] = fed_inputs[i];
   for (const auto& n : proto.graph().node())
     if (n.op_type() == "Dropout") {
       const double ratio = dropout_ratio(proto, n, opset, fed);
@@ -285,8 +282,7 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!r[i].defined()) continue;
     Tensor o = hpcnn::to_layout(outs[i], Layout::plain);
-    for (int64_t j = 0; j < o.numel(); ++j)
-      out_r_norm += std::pow(static_cast<double>(o.data()[j]) * r[i].data()[j], 2);
+    for (int64_t j = 0; j < o.numel(); ++j) out_r_norm += std::pow(static_cast<double>(o.data()[j]) * r[i].data()[j], 2);
   }
   out_r_norm = std::sqrt(out_r_norm);
 
@@ -374,14 +370,13 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
       if (err > tol) ++bad;
       if (err / tol > worst) {
         worst = err / tol;
-        worst_msg = t.what + "[" + std::to_string(sm.i) + "]: analytic " + fmt(sm.an) + ", finite difference " +
-                    fmt(sm.fd) + " (tolerance " + fmt(tol) + ")";
+        worst_msg = t.what + "[" + std::to_string(sm.i) + "]: analytic " + fmt(sm.an) + ", finite difference " + fmt(sm.fd) +
+                    " (tolerance " + fmt(tol) + ")";
       }
     }
     if (bad) {
-      std::string m = std::to_string(bad) + " of " + std::to_string(s.size()) + " sampled elements of " + t.what +
-                      " differ" + (t.grad.defined() ? "" : " (the engine returned no gradient)") + "; worst " +
-                      worst_msg;
+      std::string m = std::to_string(bad) + " of " + std::to_string(s.size()) + " sampled elements of " + t.what + " differ" +
+                      (t.grad.defined() ? "" : " (the engine returned no gradient)") + "; worst " + worst_msg;
       failures.push_back(m);
     } else if (opt.verbose && !worst_msg.empty()) {
       std::cerr << "  " << case_name << " " << t.what << ": worst err/tol " << fmt(worst) << "\n";
@@ -393,8 +388,8 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
     return {GradStatus::failed, m};
   }
   if (checked == 0) return {GradStatus::skipped, kinks ? "every sampled element is at a kink" : "nothing to check"};
-  return {GradStatus::passed, std::to_string(checked) + " elements" +
-                                  (kinks ? ", " + std::to_string(kinks) + " at kinks skipped" : std::string())};
+  return {GradStatus::passed,
+          std::to_string(checked) + " elements" + (kinks ? ", " + std::to_string(kinks) + " at kinks skipped" : std::string())};
 }
 
 Result run_case(const fs::path& dir, const Options& opt) {
@@ -425,8 +420,7 @@ Result run_case(const fs::path& dir, const Options& opt) {
         throw Mismatch(set.filename().string() + " has " + std::to_string(in_files.size()) + " inputs, the model " +
                        std::to_string(model.input_names().size()));
       std::vector<Tensor> inputs;
-      for (const auto& f : in_files)
-        inputs.push_back(hpcnn::nn::tensor_from_proto(hpcnn::nn::read_tensor_proto(f.string())));
+      for (const auto& f : in_files) inputs.push_back(hpcnn::nn::tensor_from_proto(hpcnn::nn::read_tensor_proto(f.string())));
       if (first_inputs.empty()) first_inputs = inputs;
       stage = "forward";
       std::vector<Tensor> outs = model.forward(inputs, mode);
@@ -435,17 +429,15 @@ Result run_case(const fs::path& dir, const Options& opt) {
         throw Mismatch("the engine returned " + std::to_string(outs.size()) + " outputs, expected " +
                        std::to_string(out_files.size()));
       for (size_t i = 0; i < outs.size(); ++i)
-        res.worst_ratio = std::max(
-            res.worst_ratio,
-            compare(set.filename().string() + " output " + std::to_string(i) + " '" + model.output_names()[i] + "'",
-                    outs[i], hpcnn::nn::read_tensor_proto(out_files[i].string())));
+        res.worst_ratio = std::max(res.worst_ratio, compare(set.filename().string() + " output " + std::to_string(i) + " '" +
+                                                                model.output_names()[i] + "'",
+                                                            outs[i], hpcnn::nn::read_tensor_proto(out_files[i].string())));
     }
   } catch (const Error& e) {
     res.status = e.kind() == ErrorKind::unsupported ? Status::unsupported : Status::failed;
-    res.reason =
-        std::string("[") + stage + "] " +
-        (e.kind() == ErrorKind::unsupported ? "" : "hpcnn::Error (exit code " + std::to_string(e.exit_code()) + "): ") +
-        one_line(e.what());
+    res.reason = std::string("[") + stage + "] " +
+                 (e.kind() == ErrorKind::unsupported ? "" : "hpcnn::Error (exit code " + std::to_string(e.exit_code()) + "): ") +
+                 one_line(e.what());
   } catch (const Mismatch& e) {
     res.status = Status::failed;
     res.reason = e.what();
@@ -493,8 +485,8 @@ void describe_suite(const std::vector<std::string>& dirs) {
     if (!in) continue;
     try {
       auto j = nlohmann::json::parse(in);
-      std::cout << d << ": ONNX backend test cases of onnx " << j.value("onnx_version", "?") << " ("
-                << j.value("source", "?") << "), " << j["cases"].size() << " cases\n";
+      std::cout << d << ": ONNX backend test cases of onnx " << j.value("onnx_version", "?") << " (" << j.value("source", "?")
+                << "), " << j["cases"].size() << " cases\n";
     } catch (const std::exception&) {
     }
   }
@@ -524,8 +516,7 @@ nlohmann::ordered_json read_json_file(const std::string& path) {
 }
 
 // Differences between this run and the committed expectations (empty: all as expected).
-std::vector<std::string> compare_expectations(const std::vector<Result>& results, const Options& opt,
-                                              bool whole_suites) {
+std::vector<std::string> compare_expectations(const std::vector<Result>& results, const Options& opt, bool whole_suites) {
   const auto want = read_json_file(opt.expect).at("cases");
   std::vector<std::string> diffs;
   std::set<std::string> seen;
@@ -692,8 +683,7 @@ int main(int argc, char** argv) {
     }
   };
   list(
-      "unsupported", [](const Result& r) { return r.status == Status::unsupported; },
-      [](const Result& r) { return r.reason; });
+      "unsupported", [](const Result& r) { return r.status == Status::unsupported; }, [](const Result& r) { return r.reason; });
   if (opt.gradcheck)
     list(
         "gradcheck skipped", [](const Result& r) { return r.grad == GradStatus::skipped; },
@@ -735,8 +725,7 @@ int main(int argc, char** argv) {
             << (failed ? "FAILED" : "OK") << ": " << total.passed << " passed, " << total.failed << " failed, "
             << total.unsupported << " unsupported";
   if (opt.gradcheck)
-    std::cout << "; gradcheck " << total.gpass << " passed, " << total.gfail << " failed, " << total.gskip
-              << " skipped";
+    std::cout << "; gradcheck " << total.gpass << " passed, " << total.gfail << " failed, " << total.gskip << " skipped";
   std::cout << "\n";
   return failed ? 1 : 0;
 }

@@ -1,15 +1,14 @@
 // nn::evaluate against an independent computation from the PyTorch fixture: top-1/top-5 and
 // the mean cross-entropy from the eval-mode logits PyTorch computed, with batch sizes that do
 // and do not divide the sample count.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
-#include "error_check.h"
 #include "data/npy.h"
+#include "error_check.h"
 #include "nn/evaluate.h"
 #include "onnx/model.h"
 

@@ -2,7 +2,6 @@
 //   t = (1 - e) onehot(y) + e / K,  loss = mean_n [logsumexp(z_n) - sum_k t_nk z_nk],
 //   d loss / d z = (softmax(z) - t) / N.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -45,16 +44,16 @@ TEST_CASE("softmax_cross_entropy with label smoothing matches numpy values", "[n
   auto r = softmax_cross_entropy(z, std::vector<int32_t>{0, 1}, 0.1f, &g);
   CHECK(r.loss == Approx(0.4251041117000608).epsilon(1e-6));
   REQUIRE(g.shape() == hpcnn::Shape{2, 3});
-  check_close(g, {-0.13716609722368284, 0.10454981868569026, 0.03261627853799241, 0.04139060067040391,
-                  -0.03767826136243807, -0.0037123393079659048});
+  check_close(g, {-0.13716609722368284, 0.10454981868569026, 0.03261627853799241, 0.04139060067040391, -0.03767826136243807,
+                  -0.0037123393079659048});
   CHECK(r.correct1 == 2);
   CHECK(r.correct5 == 2);
 
   // e = 0 is plain cross-entropy: labels [2, 0] are both wrong at top-1.
   r = softmax_cross_entropy(z, std::vector<int32_t>{2, 0}, 0.0f, &g);
   CHECK(r.loss == Approx(2.235104111700061).epsilon(1e-6));
-  check_close(g, {0.32950056944298384, 0.12121648535235692, -0.4507170547953409, -0.44194273266292944,
-                  0.4289884053042286, 0.012954327358700762});
+  check_close(g, {0.32950056944298384, 0.12121648535235692, -0.4507170547953409, -0.44194273266292944, 0.4289884053042286,
+                  0.012954327358700762});
   CHECK(r.correct1 == 0);
   CHECK(r.correct5 == 2);  // K = 3 < 5: every label is in the top 5
   // Without e: -log softmax(z)[y], directly.
@@ -127,7 +126,7 @@ TEST_CASE("softmax_cross_entropy rejects bad labels and shapes", "[nn][loss]") {
   const Tensor z = Tensor::from_values({2, 3}, {2.0f, 1.0f, 0.1f, 0.5f, 2.5f, -1.0f});
   CHECK_THAT(error_of(z, {0, 3}), Catch::Contains("sample 1") && Catch::Contains("3"));
   CHECK_THAT(error_of(z, {-1, 0}), Catch::Contains("sample 0") && Catch::Contains("-1"));
-  error_of(z, {0});                                    // label count != N
+  error_of(z, {0});  // label count != N
   error_of(z, {0, 1, 2});
   error_of(Tensor::from_values({6}, {1, 2, 3, 4, 5, 6}), {0, 1});  // not 2-D
   error_of(Tensor::zeros({2, 3, 1}), {0, 1});

@@ -4,9 +4,8 @@
 // files). For each model: inference-mode logits, training-mode logits, the label-smoothed loss
 // and its gradient, every parameter gradient, the input gradient and the BatchNorm running
 // statistics after the training forward. Tolerance: |got - want| <= 1e-5 + 1e-4 |want|.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -87,11 +86,11 @@ Comparison compare(const std::string& what, const Tensor& got_in, const Tensor& 
 }
 
 // Prints each comparison (visible with `unit_tests -s` or on failure) and checks it.
-#define CHECK_MATCH(cmp)            \
-  do {                              \
-    const Comparison& c_ = (cmp);   \
-    INFO(c_.text);                  \
-    CHECK(c_.ok());                 \
+#define CHECK_MATCH(cmp)          \
+  do {                            \
+    const Comparison& c_ = (cmp); \
+    INFO(c_.text);                \
+    CHECK(c_.ok());               \
   } while (0)
 
 struct Fixture {
@@ -203,8 +202,8 @@ void run_fixture(const std::string& name) {
       CHECK_MATCH(compare(name + ": grad of '" + pname + "'", it->second->grad, fx.tensor(e)));
     }
     REQUIRE(model.input_grads().size() == 1);
-    CHECK_MATCH(compare(name + ": grad of input '" + man.at("input_name").get<std::string>() + "'",
-                        model.input_grads()[0], fx.tensor("input_grad")));
+    CHECK_MATCH(compare(name + ": grad of input '" + man.at("input_name").get<std::string>() + "'", model.input_grads()[0],
+                        fx.tensor("input_grad")));
 
     // ---- BatchNorm running statistics after one training forward. The engine follows the ONNX
     // specification: running_var is updated with the population (biased) batch variance
@@ -239,8 +238,8 @@ void run_fixture(const std::string& name) {
       const std::string pname = e.at("name").get<std::string>();
       const auto it = by_name.find(pname);
       if (it == by_name.end()) continue;
-      CHECK_MATCH(compare(name + ": accumulated grad of '" + pname + "' after two backward()", it->second->grad,
-                          fx.tensor(e), 2.0));
+      CHECK_MATCH(
+          compare(name + ": accumulated grad of '" + pname + "' after two backward()", it->second->grad, fx.tensor(e), 2.0));
     }
     // zero_grad clears them.
     model.zero_grad();

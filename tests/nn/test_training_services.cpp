@@ -1,9 +1,8 @@
 // The training services of nn::Model: BatchNormalization statistics (Chan merge, the three
 // treatments of nn/batchnorm_statistics.h) and the gradient-ready hook of backward().
-#include <catch2/catch.hpp>
-
 #include <onnx/onnx_pb.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <random>

@@ -1,9 +1,8 @@
 // Tests of data/npy.h on files written by numpy (tests/data/npy/, made by
 // scripts/make_npy_fixtures.py) and on truncated / corrupted variants built here.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -77,7 +76,8 @@ fs::path temp_file(const std::string& name, const std::vector<unsigned char>& by
   fs::path d = fs::temp_directory_path() / ("hpcnn_npy_" + std::to_string(::getpid()));
   fs::create_directories(d);
   fs::path p = d / name;
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return p;
 }
 
@@ -148,8 +148,8 @@ TEST_CASE("npy: unsupported layouts and dtypes name the file and offset", "[data
     const char* file;
     const char* says;
   };
-  for (Case c : {Case{"f4_fortran.npy", "fortran_order"}, Case{"f4_big_endian.npy", "big-endian"},
-                 Case{"f2_2.npy", "'<f2'"}, Case{"structured.npy", "structured"}}) {
+  for (Case c : {Case{"f4_fortran.npy", "fortran_order"}, Case{"f4_big_endian.npy", "big-endian"}, Case{"f2_2.npy", "'<f2'"},
+                 Case{"structured.npy", "structured"}}) {
     INFO(c.file);
     const std::string msg = error_of([&] { read_npy(npy_path(c.file)); }, ErrorKind::unsupported);
     CHECK_THAT(msg, Catch::Contains(c.file) && Catch::Contains("offset") && Catch::Contains(c.says));

@@ -6,8 +6,8 @@
 using namespace hpcnn::onnxu;
 
 namespace {
-onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op, std::vector<std::string> ins,
-                          std::vector<std::string> outs, const std::string& name = "") {
+onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
+                          const std::string& name = "") {
   auto* n = g.add_node();
   n->set_op_type(op);
   n->set_name(name);

@@ -3,9 +3,9 @@
 // edits that would break the graph are refused and change nothing; a replaced node computes
 // the same as the original (checked with the training engine); a model with no-op edits, saved
 // and read back, is equal to the original as a protobuf message.
-#include <catch2/catch.hpp>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
 

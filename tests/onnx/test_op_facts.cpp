@@ -2,7 +2,6 @@
 // prune-rate's analysis had as string sets of its own (moved, not changed), the opset-dependent
 // signatures, and lookups.
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <set>
 #include <string>
@@ -32,21 +31,31 @@ onnx::NodeProto node(const std::string& op, const std::string& domain = "") {
 std::vector<std::string> shape_inputs(const Signature& s) {
   auto kind = [](ShapeKind k) {
     switch (k) {
-      case ShapeKind::sizes: return "sizes";
-      case ShapeKind::broadcast: return "broadcast";
-      case ShapeKind::factor: return "factor";
-      case ShapeKind::roi: return "roi";
-      case ShapeKind::reshape_target: return "reshape_target";
-      case ShapeKind::axes: return "axes";
-      case ShapeKind::output_axes: return "output_axes";
-      case ShapeKind::pads: return "pads";
-      case ShapeKind::none: break;
+      case ShapeKind::sizes:
+        return "sizes";
+      case ShapeKind::broadcast:
+        return "broadcast";
+      case ShapeKind::factor:
+        return "factor";
+      case ShapeKind::roi:
+        return "roi";
+      case ShapeKind::reshape_target:
+        return "reshape_target";
+      case ShapeKind::axes:
+        return "axes";
+      case ShapeKind::output_axes:
+        return "output_axes";
+      case ShapeKind::pads:
+        return "pads";
+      case ShapeKind::none:
+        break;
     }
     return "none";
   };
   std::vector<std::string> out;
   for (size_t i = 0; i < s.inputs.size(); ++i)
-    if (s.inputs[i].role == Role::shape) out.push_back(std::string(s.inputs[i].name) + ":" + kind(s.inputs[i].shape) + "@" + std::to_string(i));
+    if (s.inputs[i].role == Role::shape)
+      out.push_back(std::string(s.inputs[i].name) + ":" + kind(s.inputs[i].shape) + "@" + std::to_string(i));
   for (const auto& a : s.attributes)
     if (a.role == Role::shape) out.push_back(std::string(a.name) + ":" + kind(a.shape) + "@-1");
   return out;
@@ -56,13 +65,51 @@ std::vector<std::string> shape_inputs(const Signature& s) {
 
 TEST_CASE("op facts keep prune-rate's channel rules as they were", "[onnx][op_facts]") {
   // The former kPassThrough set plus the BatchNormalization/InstanceNormalization rule.
-  CHECK(ops_with(Channels::pass_through) ==
-        std::set<std::string>{"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu",
-                              "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf", "Gelu",
-                              "Mish", "Celu", "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign", "MaxPool",
-                              "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool", "Dropout",
-                              "Identity", "LRN", "Cast", "Softmax", "LogSoftmax", "Upsample", "Resize", "MaxRoiPool",
-                              "Expand", "Tile", "BatchNormalization", "InstanceNormalization"});
+  CHECK(ops_with(Channels::pass_through) == std::set<std::string>{"Relu",
+                                                                  "LeakyRelu",
+                                                                  "Sigmoid",
+                                                                  "Tanh",
+                                                                  "Clip",
+                                                                  "HardSigmoid",
+                                                                  "HardSwish",
+                                                                  "Elu",
+                                                                  "Selu",
+                                                                  "Softplus",
+                                                                  "Softsign",
+                                                                  "Abs",
+                                                                  "Neg",
+                                                                  "Exp",
+                                                                  "Log",
+                                                                  "Sqrt",
+                                                                  "Reciprocal",
+                                                                  "Erf",
+                                                                  "Gelu",
+                                                                  "Mish",
+                                                                  "Celu",
+                                                                  "ThresholdedRelu",
+                                                                  "Floor",
+                                                                  "Ceil",
+                                                                  "Round",
+                                                                  "Sign",
+                                                                  "MaxPool",
+                                                                  "AveragePool",
+                                                                  "GlobalAveragePool",
+                                                                  "GlobalMaxPool",
+                                                                  "LpPool",
+                                                                  "GlobalLpPool",
+                                                                  "Dropout",
+                                                                  "Identity",
+                                                                  "LRN",
+                                                                  "Cast",
+                                                                  "Softmax",
+                                                                  "LogSoftmax",
+                                                                  "Upsample",
+                                                                  "Resize",
+                                                                  "MaxRoiPool",
+                                                                  "Expand",
+                                                                  "Tile",
+                                                                  "BatchNormalization",
+                                                                  "InstanceNormalization"});
   // The former kElementwise set.
   CHECK(ops_with(Channels::elementwise) ==
         std::set<std::string>{"Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "PRelu"});
@@ -182,10 +229,36 @@ TEST_CASE("op facts: weights and their axes, transposition, variadic inputs, loo
 }
 
 TEST_CASE("op facts cover every operator the engine binds, at every opset it reads", "[onnx][op_facts]") {
-  for (const char* op : {"Conv", "BatchNormalization", "Relu", "LeakyRelu", "Sigmoid", "Clip", "MaxPool", "AveragePool",
-                         "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub", "Mul", "Sum", "Flatten", "Reshape",
-                         "Identity", "Concat", "Dropout", "Softmax", "Transpose", "Pad", "Shape", "Gather", "Unsqueeze",
-                         "Squeeze", "Cast", "Constant", "ConstantOfShape"})
+  for (const char* op : {"Conv",
+                         "BatchNormalization",
+                         "Relu",
+                         "LeakyRelu",
+                         "Sigmoid",
+                         "Clip",
+                         "MaxPool",
+                         "AveragePool",
+                         "GlobalAveragePool",
+                         "Gemm",
+                         "MatMul",
+                         "Add",
+                         "Sub",
+                         "Mul",
+                         "Sum",
+                         "Flatten",
+                         "Reshape",
+                         "Identity",
+                         "Concat",
+                         "Dropout",
+                         "Softmax",
+                         "Transpose",
+                         "Pad",
+                         "Shape",
+                         "Gather",
+                         "Unsqueeze",
+                         "Squeeze",
+                         "Cast",
+                         "Constant",
+                         "ConstantOfShape"})
     for (int64_t opset = 7; opset <= 21; ++opset) {
       INFO(op << " at opset " << opset);
       // ConstantOfShape came at opset 9 (the engine also binds it in older models; it has no

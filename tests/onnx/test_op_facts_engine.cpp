@@ -5,7 +5,6 @@
 // differentiable_input / trainable_input / buffer_input; this file also passes against that
 // code), so a change of the table that changes the engine's behaviour fails here.
 #include <catch2/catch.hpp>
-
 #include <set>
 #include <string>
 #include <vector>
@@ -125,8 +124,12 @@ TEST_CASE("the engine makes parameters, buffers and constants of the same inputs
       {"Conv", 7, {{"w", {1, 2, 4, 4}}, {"w", {3, 2, 1, 1}}}, {}, {"in0", "in1"}, {}},
       {"BatchNormalization", 7, {x, {"w", {2}}, {"w", {2}}, {"w", {2}}, {"w", {2}}}, {}, {"in1", "in2"}, {"in3", "in4"}},
       {"BatchNormalization", 13, {x, {"w", {2}}, {"w", {2}}, {"w", {2}}, {"w", {2}}}, {}, {"in1", "in2"}, {"in3", "in4"}},
-      {"BatchNormalization", 15, {{"w", {1, 2, 2, 2}}, {"w", {2}}, {"w", {2}}, {"w", {2}}, {"w", {2}}}, {},
-       {"in0", "in1", "in2"}, {"in3", "in4"}},
+      {"BatchNormalization",
+       15,
+       {{"w", {1, 2, 2, 2}}, {"w", {2}}, {"w", {2}}, {"w", {2}}, {"w", {2}}},
+       {},
+       {"in0", "in1", "in2"},
+       {"in3", "in4"}},
       {"Relu", 13, {{"w", {2, 3}}}, {}, {"in0"}, {}},
       {"LeakyRelu", 13, {{"w", {2, 3}}}, {}, {"in0"}, {}},
       {"Sigmoid", 13, {{"w", {2, 3}}}, {}, {"in0"}, {}},

@@ -3,11 +3,10 @@
 // reference in double (largest error within rel * the largest reference value, + 1e-6).
 #pragma once
 
-#include <catch2/catch.hpp>
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -52,7 +51,8 @@ inline void check_close(const std::vector<float>& got, const std::vector<double>
   double err = 0;
   for (size_t i = 0; i < want.size(); ++i)
     if (std::fabs(got[i] - want[i]) > err) err = std::fabs(got[i] - want[i]), worst = i;
-  INFO(what << ": largest error " << err << " at " << worst << " (got " << got[worst] << ", want " << want[worst] << "), scale " << scale);
+  INFO(what << ": largest error " << err << " at " << worst << " (got " << got[worst] << ", want " << want[worst] << "), scale "
+            << scale);
   CHECK(err <= rel * scale + 1e-6);
 }
 

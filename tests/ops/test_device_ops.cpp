@@ -6,7 +6,6 @@
 // a planted faulty twin (one op's output off by 1e-3, on a stand-in device whose memory is the
 // host's) must make the comparison fail, naming that op.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -42,16 +41,17 @@ Tensor on(const Device& d, const Tensor& t, Layout layout = Layout::plain) { ret
 std::vector<OpCase> cases() {
   std::vector<OpCase> c;
   const Tensor x4 = host_random({2, 6, 7, 5}, 1), x4b = host_random({2, 6, 7, 5}, 2);
-  c.push_back({"conv2d (group 1, stride 2, pads, bias) forward+backward", [=](const Device& d) {
-                 Conv2dParams p;
-                 p.stride = {2, 1};
-                 p.pads = {1, 0, 1, 2};
-                 Conv2d conv(p);
-                 const Tensor x = on(d, x4, Layout::nhwc), w = on(d, host_random({4, 6, 3, 3}, 3)), b = on(d, host_random({4}, 4));
-                 Tensor y = conv.forward(x, w, b, true), gx, gw, gb;
-                 conv.backward(x, w, on(d, host_random(y.shape(), 5), y.layout()), &gx, &gw, &gb);
-                 return Outputs{y, gx, gw, gb};
-               }});
+  c.push_back(
+      {"conv2d (group 1, stride 2, pads, bias) forward+backward", [=](const Device& d) {
+         Conv2dParams p;
+         p.stride = {2, 1};
+         p.pads = {1, 0, 1, 2};
+         Conv2d conv(p);
+         const Tensor x = on(d, x4, Layout::nhwc), w = on(d, host_random({4, 6, 3, 3}, 3)), b = on(d, host_random({4}, 4));
+         Tensor y = conv.forward(x, w, b, true), gx, gw, gb;
+         conv.backward(x, w, on(d, host_random(y.shape(), 5), y.layout()), &gx, &gw, &gb);
+         return Outputs{y, gx, gw, gb};
+       }});
   c.push_back({"conv2d (depthwise, dilation 2) forward+backward", [=](const Device& d) {
                  Conv2dParams p;
                  p.group = 6;
@@ -63,16 +63,18 @@ std::vector<OpCase> cases() {
                  conv.backward(x, w, on(d, host_random(y.shape(), 7), y.layout()), &gx, &gw, nullptr);
                  return Outputs{y, gx, gw};
                }});
-  c.push_back({"sparse_fcl_forward / sparse_fcl_backward", [=](const Device& d) {
-                 const Tensor x = on(d, x4, Layout::nhwc), A = on(d, host_random({3, 6, 1, 1}, 40)), a = on(d, host_random({3}, 41));
-                 const Tensor B = on(d, host_random({4, 3 * 7 * 5}, 42)), b = on(d, host_random({4}, 43));
-                 SparseFclSaved saved;
-                 Tensor y = sparse_fcl_forward(x, A, a, B, b, &saved), gx, gA, ga, gB, gb;
-                 sparse_fcl_backward(x, A, B, saved, on(d, host_random({2, 4}, 44)), &gx, &gA, &ga, &gB, &gb);
-                 return Outputs{y, gx, gA, ga, gB, gb};
-               }});
+  c.push_back(
+      {"sparse_fcl_forward / sparse_fcl_backward", [=](const Device& d) {
+         const Tensor x = on(d, x4, Layout::nhwc), A = on(d, host_random({3, 6, 1, 1}, 40)), a = on(d, host_random({3}, 41));
+         const Tensor B = on(d, host_random({4, 3 * 7 * 5}, 42)), b = on(d, host_random({4}, 43));
+         SparseFclSaved saved;
+         Tensor y = sparse_fcl_forward(x, A, a, B, b, &saved), gx, gA, ga, gB, gb;
+         sparse_fcl_backward(x, A, B, saved, on(d, host_random({2, 4}, 44)), &gx, &gA, &ga, &gB, &gb);
+         return Outputs{y, gx, gA, ga, gB, gb};
+       }});
   c.push_back({"batchnorm_inference / batchnorm_training / batchnorm_backward", [=](const Device& d) {
-                 const Tensor x = on(d, x4, Layout::nhwc), s = on(d, host_random({6}, 8, 0.5f, 1.5f)), b = on(d, host_random({6}, 9));
+                 const Tensor x = on(d, x4, Layout::nhwc), s = on(d, host_random({6}, 8, 0.5f, 1.5f)),
+                              b = on(d, host_random({6}, 9));
                  const Tensor m = on(d, host_random({6}, 10)), v = on(d, host_random({6}, 11, 0.5f, 2.0f));
                  BatchNormStats st;
                  Tensor yi = batchnorm_inference(x, s, b, m, v, 1e-5f), yt = batchnorm_training(x, s, b, 1e-5f, st), gx, gs, gb;
@@ -97,16 +99,17 @@ std::vector<OpCase> cases() {
                  Tensor y = dropout_forward(on(d, x4), 0.3f, rng, mask);
                  return Outputs{y, dropout_backward(on(d, x4b), 0.3f, mask, Layout::plain)};
                }});
-  c.push_back({"gemm_forward / gemm_backward (transB, C broadcast)", [=](const Device& d) {
-                 GemmParams p;
-                 p.alpha = 0.5f;
-                 p.beta = 2.0f;
-                 p.trans_b = true;
-                 const Tensor A = on(d, host_random({5, 7}, 14)), B = on(d, host_random({3, 7}, 15)), C = on(d, host_random({3}, 16));
-                 Tensor y = gemm_forward(A, B, C, p), gA, gB, gC;
-                 gemm_backward(A, B, C, p, on(d, host_random({5, 3}, 17)), &gA, &gB, &gC);
-                 return Outputs{y, gA, gB, gC};
-               }});
+  c.push_back(
+      {"gemm_forward / gemm_backward (transB, C broadcast)", [=](const Device& d) {
+         GemmParams p;
+         p.alpha = 0.5f;
+         p.beta = 2.0f;
+         p.trans_b = true;
+         const Tensor A = on(d, host_random({5, 7}, 14)), B = on(d, host_random({3, 7}, 15)), C = on(d, host_random({3}, 16));
+         Tensor y = gemm_forward(A, B, C, p), gA, gB, gC;
+         gemm_backward(A, B, C, p, on(d, host_random({5, 3}, 17)), &gA, &gB, &gC);
+         return Outputs{y, gA, gB, gC};
+       }});
   c.push_back({"matmul_forward / matmul_backward (batch broadcast)", [=](const Device& d) {
                  const Tensor A = on(d, host_random({2, 4, 6}, 18)), B = on(d, host_random({6, 3}, 19));
                  Tensor y = matmul_forward(A, B), gA, gB;
@@ -172,7 +175,7 @@ std::vector<OpCase> cases() {
                  Tensor g;
                  const LossResult r = softmax_cross_entropy(on(d, host_random({5, 10}, 28, -3, 3)), labels, 0.1f, &g);
                  return Outputs{g, Tensor::from_values({3}, {static_cast<float>(r.loss), static_cast<float>(r.correct1),
-                                                               static_cast<float>(r.correct5)})};
+                                                             static_cast<float>(r.correct5)})};
                }});
   c.push_back({"gather / scatter / scale", [=](const Device& d) {
                  Tensor pos_h({4}, Layout::plain, DType::i64);

@@ -1,7 +1,6 @@
 // The sparse FCL op (ops/sparse_fcl.h) against its definition computed in double with plain loops,
 // and its backward against central finite differences of that definition.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <random>
 #include <vector>
@@ -99,7 +98,8 @@ TEST_CASE("sparse FCL forward matches its definition; backward matches finite di
   Params q = p;
   std::fill(q.a.begin(), q.a.end(), 0.0);
   std::fill(q.b.begin(), q.b.end(), 0.0);
-  const Tensor y = sparse_fcl_forward(tensor({N, C, H, W}, p.x), tensor({R, C}, p.A), Tensor(), tensor({O, R * HW}, p.B), Tensor(), nullptr);
+  const Tensor y =
+      sparse_fcl_forward(tensor({N, C, H, W}, p.x), tensor({R, C}, p.A), Tensor(), tensor({O, R * HW}, p.B), Tensor(), nullptr);
   const auto ref = reference(q);
   for (int64_t i = 0; i < N * O; ++i) REQUIRE(y.data()[i] == Approx(ref[static_cast<size_t>(i)]).epsilon(1e-5).margin(1e-5));
 }

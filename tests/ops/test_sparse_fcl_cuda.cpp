@@ -3,11 +3,10 @@
 // so the reference gradients are exact sums, the same definition tests/ops/test_sparse_fcl.cpp
 // holds the CPU twin to). Part of gpu_tests (tests/huffman/test_cuda_codec.cpp has its main: no
 // device, exit 77). Tolerance: relative 1e-4 of the largest reference value (fp32 GEMMs, TF32 off).
-#include <catch2/catch.hpp>
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -27,8 +26,8 @@ using hpcnn::test::to_float;
 
 void run_case(const SparseFclShape& s, bool biases) {
   const int64_t N = s.N, C = s.C, HW = s.HW, R = s.r, O = s.O, P = N * HW, F = R * HW;
-  const auto x = random_values(N * C * HW, 1), A = random_values(R * C, 2), a = random_values(R, 3),
-             B = random_values(O * F, 4), b = random_values(O, 5), gy = random_values(N * O, 6);
+  const auto x = random_values(N * C * HW, 1), A = random_values(R * C, 2), a = random_values(R, 3), B = random_values(O * F, 4),
+             b = random_values(O, 5), gy = random_values(N * O, 6);
   // The definition, x NCHW: z[n, k, q], y[n, o], and the exact gradients of sum(y * gy).
   std::vector<double> z(N * R * HW), y(N * O), gz(N * R * HW, 0), gx(N * C * HW, 0), gA(R * C, 0), ga(R, 0), gB(O * F, 0),
       gb(O, 0);
@@ -74,7 +73,8 @@ void run_case(const SparseFclShape& s, bool biases) {
     DeviceBuffer dx(x_nhwc), dA(to_float(A)), da(to_float(a)), dB(to_float(B)), db(to_float(b)), dgy(to_float(gy));
     DeviceBuffer dz(N * F), dy(N * O), dgx(P * C), dgA(R * C), dga(R), dgB(O * F), dgb(O),
         work(hpcnn::ops::cuda::sparse_fcl_work_floats(s));
-    hpcnn::ops::cuda::sparse_fcl_forward(h, s, dx.p, dA.p, biases ? da.p : nullptr, dB.p, biases ? db.p : nullptr, dz.p, dy.p, work.p);
+    hpcnn::ops::cuda::sparse_fcl_forward(h, s, dx.p, dA.p, biases ? da.p : nullptr, dB.p, biases ? db.p : nullptr, dz.p, dy.p,
+                                         work.p);
     hpcnn::ops::cuda::sparse_fcl_backward(h, s, dx.p, dA.p, dB.p, dz.p, dgy.p, dgx.p, dgA.p, dga.p, dgB.p, dgb.p, work.p);
     HPCNN_CUDA_CHECK(cudaDeviceSynchronize());
     check_close(dy.host(N * O), y, "y");
@@ -95,9 +95,9 @@ void run_case(const SparseFclShape& s, bool biases) {
 }  // namespace
 
 TEST_CASE("cuBLAS sparse FCL matches its definition, forward and backward", "[ops][sparse_fcl][cuda]") {
-  run_case({3, 5, 12, 2, 4}, true);     // the CPU twin test's shapes
-  run_case({5, 37, 49, 6, 33}, false);  // odd sizes, no biases
-  run_case({8, 512, 49, 24, 96}, true); // VGG-16's fc6 reduction (C = 512, 7x7, C' = 24), fewer outputs
+  run_case({3, 5, 12, 2, 4}, true);      // the CPU twin test's shapes
+  run_case({5, 37, 49, 6, 33}, false);   // odd sizes, no biases
+  run_case({8, 512, 49, 24, 96}, true);  // VGG-16's fc6 reduction (C = 512, 7x7, C' = 24), fewer outputs
 }
 
 TEST_CASE("cuBLAS row-major GEMM wrapper against loops, every transpose", "[ops][cuda]") {

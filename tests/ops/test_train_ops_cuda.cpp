@@ -4,10 +4,9 @@
 // and scale exact; the updates relative 1e-5 of the largest value after three steps (fp32 with
 // FMA contraction on the device); the loss relative 1e-9 (per sample in double) and its gradient
 // 1e-5; LARS bit-identical between two runs from the same state (fixed reduction order).
-#include <catch2/catch.hpp>
-
 #include <cuda_runtime_api.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -122,7 +121,8 @@ TEST_CASE("CUDA SGD and LARS updates follow ops/update.h over three steps", "[tr
 
 TEST_CASE("CUDA LARS gives the same bits on every run (fixed reduction order)", "[train][cuda]") {
   const size_t n = 3000017;
-  const std::vector<float> w = to_float(random_values(n, 41)), g = to_float(random_values(n, 42)), v = to_float(random_values(n, 43));
+  const std::vector<float> w = to_float(random_values(n, 41)), g = to_float(random_values(n, 42)),
+                           v = to_float(random_values(n, 43));
   std::vector<std::vector<float>> runs;
   for (int r = 0; r < 2; ++r) {
     DeviceBuffer dw(w), dg(g), dv(v);

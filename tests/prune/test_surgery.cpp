@@ -2,9 +2,9 @@
 // models: with nothing pruned the model stays equal to the input as a protobuf message (value_info
 // and IR-3 graph-input listings included); with a channel pruned the weights shrink, the
 // listings follow, the stale value_info goes, and the result passes verify_pruned.
-#include <catch2/catch.hpp>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 
 #include "onnx/graph.h"

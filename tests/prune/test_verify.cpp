@@ -27,8 +27,8 @@ void add_weight(onnx::GraphProto& g, const std::string& name, const Dims& dims) 
   for (int64_t d : dims) t->add_dims(d);
 }
 
-onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op, std::vector<std::string> ins,
-                          std::vector<std::string> outs, const std::string& name) {
+onnx::NodeProto* add_node(onnx::GraphProto& g, const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
+                          const std::string& name) {
   auto* n = g.add_node();
   n->set_op_type(op);
   n->set_name(name);

@@ -1,6 +1,5 @@
 // The training-data option group of the tool frame (tools/common/data_options.h).
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 

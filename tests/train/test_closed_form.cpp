@@ -1,9 +1,9 @@
 // Closed-form checks of the training services that no other test pins down: the learning-rate
 // schedule (scaling, warm-up, cosine, polynomial, constant, resume invariance), the SGD and LARS
 // updates (two steps computed by hand in double), and the checkpoint round trip.
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -209,8 +209,8 @@ TEST_CASE("checkpoint round trip and damaged checkpoints", "[train][checkpoint]"
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
   const std::string bad = (dir / "bad.ckpt").string();
-  for (const std::string& damaged : {std::string(), bytes.substr(0, bytes.size() / 2), bytes.substr(0, 19),
-                                     "XXXXXXXX" + bytes.substr(8)}) {
+  for (const std::string& damaged :
+       {std::string(), bytes.substr(0, bytes.size() / 2), bytes.substr(0, 19), "XXXXXXXX" + bytes.substr(8)}) {
     std::ofstream(bad, std::ios::binary | std::ios::trunc) << damaged;
     try {
       hpcnn::train::read_checkpoint(bad);

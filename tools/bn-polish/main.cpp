@@ -1,10 +1,10 @@
 // bn-polish: re-estimates the BatchNormalization statistics of a trained ONNX model on
 // non-augmented training data, weights frozen (lib/bn/polish.h); under mpirun the batches are
 // split over the ranks and the statistics are exact for any world size.
-#include <chrono>
-
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "bn/polish.h"
 #include "common/data_options.h"
@@ -67,9 +67,11 @@ int main(int argc, char** argv) {
         app.add_option("-o,--output", output, "Write the model with re-estimated statistics here (atomically)")->required();
         hpcnn::tool::add_data_options(app, data);
         app.add_option("--samples", samples, "K: the first K training samples (default: all of them)")
-            ->check(CLI::PositiveNumber)->group("Training data");
+            ->check(CLI::PositiveNumber)
+            ->group("Training data");
         app.add_option("--batch-size", batch_size, "Samples per forward batch (default 256; the statistics do not depend on it)")
-            ->check(CLI::PositiveNumber)->group("Training data");
+            ->check(CLI::PositiveNumber)
+            ->group("Training data");
         app.add_flag("--test-accuracy", test_accuracy,
                      "Also report the test accuracy before and after (the --config's data.test_*)");
         hpcnn::tool::add_model_output_flags(app, out);
@@ -87,9 +89,9 @@ int main(int argc, char** argv) {
             hpcnn::throw_error(hpcnn::ErrorKind::usage, "--test-accuracy: " + data.config + " names no data.test_images");
         }
         if (comm->rank() == 0)
-          hpcnn::tool::prepare_outputs({{output, "the output"}, {output + ".data", "the output's external data", true},
-                                        {out.report, "--report"}},
-                                       {model}, out.force);
+          hpcnn::tool::prepare_outputs(
+              {{output, "the output"}, {output + ".data", "the output's external data", true}, {out.report, "--report"}}, {model},
+              out.force);
         hpcnn::tool::Report report(comm->rank() == 0 ? out.report : "");
         // The accuracy before goes first: a bad test set fails before any output is written.
         nlohmann::json before;
@@ -101,7 +103,8 @@ int main(int argc, char** argv) {
         po.batch_size = batch_size;
         po.normalise.mean = td.mean;
         po.normalise.std = td.std;
-        const hpcnn::bn::PolishResult r = hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
+        const hpcnn::bn::PolishResult r =
+            hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (r.layers.empty() && comm->rank() == 0)
           spdlog::warn("{} has no BatchNormalization node: the model is written unchanged", model);

@@ -1,7 +1,6 @@
 #include "common/data_options.h"
 
 #include "common/numbers.h"
-
 #include "core/error.h"
 #include "train/config.h"
 
@@ -26,9 +25,7 @@ void add_data_options(CLI::App& app, DataOptions& o) {
   app.add_option("--std", o.std, "Per-channel standard deviation, as --mean")->group(group);
 }
 
-bool DataOptions::given() const {
-  return !config.empty() || !images.empty() || !labels.empty() || !mean.empty() || !std.empty();
-}
+bool DataOptions::given() const { return !config.empty() || !images.empty() || !labels.empty() || !mean.empty() || !std.empty(); }
 
 TrainingData resolve_data_options(const DataOptions& o) {
   const bool direct = !o.images.empty() || !o.labels.empty() || !o.mean.empty() || !o.std.empty();

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,10 +31,10 @@ struct DataOptions {
 };
 
 struct TrainingData {
-  std::string images, labels;     // files (labels empty: none, or CIFAR-10)
-  std::vector<float> mean, std;   // per channel, after pixels are scaled to [0, 1]
+  std::string images, labels;    // files (labels empty: none, or CIFAR-10)
+  std::vector<float> mean, std;  // per channel, after pixels are scaled to [0, 1]
   bool cache = true;
-  int64_t validation_samples = 0; // --config's data.validation_samples: held out, never read here
+  int64_t validation_samples = 0;  // --config's data.validation_samples: held out, never read here
 };
 
 // Adds the group's flags to `app` (in the option group "Training data").

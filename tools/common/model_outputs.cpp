@@ -8,7 +8,7 @@
 namespace hpcnn::tool {
 
 onnxu::ExternalData ModelOutputFlags::external_data() const {
-  return external == "always" ? onnxu::ExternalData::always
+  return external == "always"  ? onnxu::ExternalData::always
          : external == "never" ? onnxu::ExternalData::never
                                : onnxu::ExternalData::automatic;
 }
@@ -23,8 +23,7 @@ void add_model_output_flags(CLI::App& app, ModelOutputFlags& flags) {
 
 std::unique_ptr<dist::Communicator> tool_communicator(const char* tool, int* argc, char*** argv, int* exit_code) {
   try {
-    return asks_only_for_help_or_version(*argc, *argv) ? dist::make_single_communicator()
-                                                        : dist::make_communicator(argc, argv);
+    return asks_only_for_help_or_version(*argc, *argv) ? dist::make_single_communicator() : dist::make_communicator(argc, argv);
   } catch (const Error& e) {
     std::cerr << tool << ": error: " << e.what() << "\n";
     *exit_code = e.exit_code();
@@ -37,7 +36,9 @@ ToolSpec mpi_tool_spec(std::string name, std::string description, dist::Communic
           .description = std::move(description),
           .rank = comm.rank(),
           .world = comm.size(),
-          .on_failure = [&comm](int code) { if (comm.size() > 1) comm.abort(code); }};
+          .on_failure = [&comm](int code) {
+            if (comm.size() > 1) comm.abort(code);
+          }};
 }
 
 }  // namespace hpcnn::tool

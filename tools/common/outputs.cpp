@@ -21,7 +21,8 @@ void prepare_outputs(const std::vector<Output>& outputs, const std::vector<fs::p
     if (o.path.empty()) continue;
     for (const auto& in : inputs)
       if (!in.empty() && same_file(o.path, in))
-        throw_error(ErrorKind::usage, o.what + " '" + o.path.string() + "' is the input '" + in.string() + "'; choose another path");
+        throw_error(ErrorKind::usage,
+                    o.what + " '" + o.path.string() + "' is the input '" + in.string() + "'; choose another path");
     for (size_t j = 0; j < i; ++j)
       if (!outputs[j].path.empty() && same_file(o.path, outputs[j].path))
         throw_error(ErrorKind::usage, o.what + " '" + o.path.string() + "' would overwrite " + outputs[j].what + " '" +

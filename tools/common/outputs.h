@@ -22,8 +22,8 @@ namespace hpcnn::tool {
 
 struct Output {
   std::filesystem::path path;
-  std::string what;                    // "output model", "--report": names it in errors
-  bool rewritten_as_it_runs = false;   // replaced/extended while the tool runs: no -f needed
+  std::string what;                   // "output model", "--report": names it in errors
+  bool rewritten_as_it_runs = false;  // replaced/extended while the tool runs: no -f needed
 };
 
 // Applies the policy to every output (empty paths are skipped). `inputs`: the files the tool

@@ -49,8 +49,9 @@ void refuse_dash_positionals(const CLI::App& app, int argc, char** argv) {
     std::map<std::string, int> seen;
     for (const std::string& v : opt->results())
       if (auto it = before.find(v); it != before.end() && ++seen[v] > after[v])
-        throw CLI::ExtrasError("unknown option '" + v + "' (a file whose name starts with '-' goes after '--', or as ./" + v + ")",
-                               CLI::ExitCodes::ExtrasError);
+        throw CLI::ExtrasError(
+            "unknown option '" + v + "' (a file whose name starts with '-' goes after '--', or as ./" + v + ")",
+            CLI::ExitCodes::ExtrasError);
   }
 }
 
@@ -67,7 +68,8 @@ bool asks_only_for_help_or_version(int argc, char** argv) {
 int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<void(CLI::App&)>& setup,
              const std::function<int(const Context&)>& body) {
   install_signal_cleanup(spec.graceful_stop);
-  const std::string who = spec.world > 1 ? spec.name + ": error (rank " + std::to_string(spec.rank) + "): " : spec.name + ": error: ";
+  const std::string who =
+      spec.world > 1 ? spec.name + ": error (rank " + std::to_string(spec.rank) + "): " : spec.name + ": error: ";
   auto fail = [&](int code, const std::string& message) {
     std::cerr << who << message << "\n";
     if (spec.on_failure) spec.on_failure(code);
@@ -79,8 +81,10 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<vo
   Context ctx;
   try {
     app.set_version_flag("--version", [name = spec.name] { return name + " (" + version_string() + ")"; });
-    app.add_flag_callback("-q,--quiet", [&ctx] { ctx.verbosity = -1; }, "Only print errors");
-    app.add_flag_callback("-v,--verbose", [&ctx] { ctx.verbosity += 1; }, "More log output (repeatable)");
+    app.add_flag_callback(
+        "-q,--quiet", [&ctx] { ctx.verbosity = -1; }, "Only print errors");
+    app.add_flag_callback(
+        "-v,--verbose", [&ctx] { ctx.verbosity += 1; }, "More log output (repeatable)");
     setup(app);
     try {
       app.parse(argc, argv);

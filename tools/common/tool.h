@@ -14,7 +14,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 
@@ -37,8 +36,8 @@ struct ToolSpec {
 };
 
 struct Context {
-  int verbosity = 0;        // -1 quiet, 0 normal, 1+ verbose (-v, -vv)
-  bool progress = false;    // stderr is a terminal, not quiet, rank 0: progress bars may be drawn
+  int verbosity = 0;      // -1 quiet, 0 normal, 1+ verbose (-v, -vv)
+  bool progress = false;  // stderr is a terminal, not quiet, rank 0: progress bars may be drawn
 };
 
 // True when the command line asks only for --help / -h / --version: the tools that start MPI

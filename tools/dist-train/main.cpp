@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
         app.add_option("--epochs", epochs, "Override 'epochs'")->check(CLI::PositiveNumber);
         app.add_option("--batch-size", batch, "Override 'batch_size' (per rank)")->check(CLI::PositiveNumber);
         app.add_option("--lr", lr, "Override 'lr.base'")->check(CLI::PositiveNumber);
-        app.add_option("--threads", threads, "Override 'threads' (per rank; 0 = cores / ranks on the node)")->check(CLI::NonNegativeNumber);
+        app.add_option("--threads", threads, "Override 'threads' (per rank; 0 = cores / ranks on the node)")
+            ->check(CLI::NonNegativeNumber);
         app.add_option("--metrics", metrics, "Override 'metrics': JSON lines, one per epoch");
         app.add_option("--checkpoint", checkpoint, "Override 'checkpoint.path'");
         app.add_option("--set", sets, "Override any key: --set optimizer.type=lars (repeatable; value as JSON or a string)");
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
                        "Resume from this checkpoint (also with another number of ranks); 'auto': from the\n"
                        "checkpoint path (--checkpoint, checkpoint.path) when a file is there, else start fresh");
         app.add_option("--evaluate", evaluate, "Report the test accuracy and loss of this ONNX model, without training");
-        app.add_option("--split", split, "With --evaluate: test (data.test_*) or validation (the data.validation_samples held out)")
+        app.add_option("--split", split,
+                       "With --evaluate: test (data.test_*) or validation (the data.validation_samples held out)")
             ->check(CLI::IsMember({"test", "validation"}));
       },
       [&](const hpcnn::tool::Context& ctx) {
@@ -87,7 +89,8 @@ int main(int argc, char** argv) {
         // --set first: a named flag (-o, --model, --epochs, --lr, ...) wins over a --set of its key.
         for (const auto& s : sets) {
           const auto eq = s.find('=');
-          if (eq == std::string::npos || eq == 0) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--set '" + s + "': expected KEY=VALUE");
+          if (eq == std::string::npos || eq == 0)
+            hpcnn::throw_error(hpcnn::ErrorKind::usage, "--set '" + s + "': expected KEY=VALUE");
           overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
         }
         if (!model.empty()) overrides.emplace_back("model", str(model));
@@ -98,14 +101,15 @@ int main(int argc, char** argv) {
         if (batch > 0) overrides.emplace_back("batch_size", std::to_string(batch));
         if (lr > 0) overrides.emplace_back("lr.base", nlohmann::json(lr).dump());
         if (threads >= 0) overrides.emplace_back("threads", std::to_string(threads));
-        if (split != "test" && evaluate.empty()) hpcnn::throw_error(hpcnn::ErrorKind::usage, "--split goes with --evaluate MODEL");
+        if (split != "test" && evaluate.empty())
+          hpcnn::throw_error(hpcnn::ErrorKind::usage, "--split goes with --evaluate MODEL");
         if (!evaluate.empty() && model.empty()) overrides.emplace_back("model", str(evaluate));
         if (fine_tune) {  // the preset goes before the flags, so that they override it
           const hpcnn::train::TrainConfig file = hpcnn::train::load_config(config, overrides);
           const double base = file.merged["lr"]["base"].get<double>();
-          overrides.insert(overrides.begin(), {{"lr.base", nlohmann::json(base / 10).dump()},
-                                               {"lr.warmup_epochs", "0"},
-                                               {"final_polish_epochs", "0"}});
+          overrides.insert(
+              overrides.begin(),
+              {{"lr.base", nlohmann::json(base / 10).dump()}, {"lr.warmup_epochs", "0"}, {"final_polish_epochs", "0"}});
         }
         const hpcnn::train::TrainConfig cfg = hpcnn::train::load_config(config, overrides);
         if (print_config) {
@@ -125,11 +129,10 @@ int main(int argc, char** argv) {
           // run that wrote it); the metrics and the checkpoint are rewritten as training runs (the
           // checkpoint may be the one --resume continues).
           if (comm->rank() == 0) {
-            const bool continues_output = !ro.resume.empty() && !cfg.output.empty() &&
-                                          [&] {
-                                            const std::string was = hpcnn::train::read_checkpoint_header(ro.resume).output;
-                                            return !was.empty() && hpcnn::tool::same_file(was, cfg.output);
-                                          }();
+            const bool continues_output = !ro.resume.empty() && !cfg.output.empty() && [&] {
+              const std::string was = hpcnn::train::read_checkpoint_header(ro.resume).output;
+              return !was.empty() && hpcnn::tool::same_file(was, cfg.output);
+            }();
             if (continues_output) spdlog::info("{} continues the run that wrote {}: it will be replaced", ro.resume, cfg.output);
             hpcnn::tool::prepare_outputs({{cfg.output, "the output model", continues_output},
                                           {cfg.metrics, "the metrics file", true},

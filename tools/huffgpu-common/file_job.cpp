@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <optional>
-#include <utility>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "common/outputs.h"
 #include "core/atomic_file.h"
@@ -76,7 +76,8 @@ void process_one(const FileJobOptions& o, const FileHeader& header, const std::s
   Fd in(from_stdin ? STDIN_FILENO : ::open(input.c_str(), O_RDONLY));
   if (in.get() < 0) throw_error(ErrorKind::io, "cannot open '" + input + "': " + std::strerror(errno));
   struct stat st {};
-  if (!from_stdin && ::fstat(in.get(), &st) != 0) throw_error(ErrorKind::io, "cannot stat '" + input + "': " + std::strerror(errno));
+  if (!from_stdin && ::fstat(in.get(), &st) != 0)
+    throw_error(ErrorKind::io, "cannot stat '" + input + "': " + std::strerror(errno));
   if (!from_stdin && S_ISDIR(st.st_mode)) throw_error(ErrorKind::io, "'" + input + "' is a directory");
 
   std::unique_ptr<AtomicFile> out;
@@ -94,8 +95,10 @@ void process_one(const FileJobOptions& o, const FileHeader& header, const std::s
   Sink sink = [&](const uint8_t* p, size_t n) {
     if (o.remove_inputs) written.add(p, n);
     if (o.test_only) return;
-    if (out) out->write(p, n);
-    else write_fd(STDOUT_FILENO, p, n, "to stdout");
+    if (out)
+      out->write(p, n);
+    else
+      write_fd(STDOUT_FILENO, p, n, "to stdout");
   };
   const auto t0 = std::chrono::steady_clock::now();
   StreamStats s = o.encode ? encode_stream(in.get(), sink, header, codec) : decode_stream(in.get(), sink, codec);
@@ -107,22 +110,31 @@ void process_one(const FileJobOptions& o, const FileHeader& header, const std::s
     Fd check(::open(out_name.c_str(), O_RDONLY));
     if (check.get() < 0) throw_error(ErrorKind::io, "cannot reopen '" + out_name + "' to verify it");
     if (o.encode) {
-      decode_stream(check.get(), [](const uint8_t*, size_t) {}, codec);
+      decode_stream(
+          check.get(), [](const uint8_t*, size_t) {}, codec);
     } else {
       Checksum64Stream reread;
       std::vector<uint8_t> buf(1 << 20);
       for (size_t n; (n = read_full(check.get(), buf.data(), buf.size())) > 0;) reread.add(buf.data(), n);
-      if (reread.value() != written.value()) throw_error(ErrorKind::io, "'" + out_name + "' does not read back as written; keeping '" + input + "'");
+      if (reread.value() != written.value())
+        throw_error(ErrorKind::io, "'" + out_name + "' does not read back as written; keeping '" + input + "'");
     }
     if (::unlink(input.c_str()) != 0) throw_error(ErrorKind::io, "cannot remove '" + input + "': " + std::strerror(errno));
   }
   const uint64_t orig = s.original_bytes, enc = s.encoded_bytes;
-  stats = {{"file", input}, {"output", o.test_only ? "" : out_name}, {"original_bytes", orig}, {"encoded_bytes", enc},
-           {"ratio", orig ? static_cast<double>(enc) / static_cast<double>(orig) : 0.0}, {"chunks", s.chunks},
-           {"seconds", secs}, {"MB_per_s", secs > 0 ? static_cast<double>(orig) / secs / 1e6 : 0.0},
-           {"threads", threads}, {"device", device}};
+  stats = {{"file", input},
+           {"output", o.test_only ? "" : out_name},
+           {"original_bytes", orig},
+           {"encoded_bytes", enc},
+           {"ratio", orig ? static_cast<double>(enc) / static_cast<double>(orig) : 0.0},
+           {"chunks", s.chunks},
+           {"seconds", secs},
+           {"MB_per_s", secs > 0 ? static_cast<double>(orig) / secs / 1e6 : 0.0},
+           {"threads", threads},
+           {"device", device}};
   spdlog::debug("{}: {} -> {} bytes ({:.2f}%), {:.1f} MB/s", input, o.encode ? orig : enc, o.encode ? enc : orig,
-                orig ? 100.0 * static_cast<double>(enc) / static_cast<double>(orig) : 0.0, static_cast<double>(orig) / std::max(secs, 1e-9) / 1e6);
+                orig ? 100.0 * static_cast<double>(enc) / static_cast<double>(orig) : 0.0,
+                static_cast<double>(orig) / std::max(secs, 1e-9) / 1e6);
 }
 
 // Before any file is processed: no input's output may be another input (`-f b b.huf` would
@@ -153,24 +165,29 @@ void refuse_outputs_that_are_inputs(const FileJobOptions& o, const std::vector<s
       if (auto it = by_inode.find({st.st_dev, st.st_ino}); it != by_inode.end()) j = it->second;
     if (auto it = by_path.find(fs::absolute(out, ec).lexically_normal()); !j && it != by_path.end()) j = it->second;
     if (j && *j != i)
-      throw_error(ErrorKind::usage, "the output of '" + inputs[i] + "' would be '" + out + "', which is also an input ('" + inputs[*j] +
-                                        "'); nothing was " + (o.encode ? "encoded" : "decoded") + ": process them in separate commands");
+      throw_error(ErrorKind::usage, "the output of '" + inputs[i] + "' would be '" + out + "', which is also an input ('" +
+                                        inputs[*j] + "'); nothing was " + (o.encode ? "encoded" : "decoded") +
+                                        ": process them in separate commands");
   }
 }
 
 }  // namespace
 
 int run_file_jobs(const FileJobOptions& o) {
-  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") throw_error(ErrorKind::usage, "--device must be auto, cpu or cuda");
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+    throw_error(ErrorKind::usage, "--device must be auto, cpu or cuda");
   std::vector<std::string> inputs = o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs;
-  if (!o.output.empty() && inputs.size() > 1) throw_error(ErrorKind::usage, "-o names one output, but " + std::to_string(inputs.size()) + " inputs were given");
+  if (!o.output.empty() && inputs.size() > 1)
+    throw_error(ErrorKind::usage, "-o names one output, but " + std::to_string(inputs.size()) + " inputs were given");
   if (!o.output.empty() && o.to_stdout) throw_error(ErrorKind::usage, "-o and -c exclude each other");
-  if (o.encode && o.to_stdout && inputs.size() > 1) throw_error(ErrorKind::usage, "-c writes one stream: give one input when encoding");
+  if (o.encode && o.to_stdout && inputs.size() > 1)
+    throw_error(ErrorKind::usage, "-c writes one stream: give one input when encoding");
   FileHeader header;
   if (o.encode) {
     if (o.chunk_size == 0 || o.chunk_size > kMaxChunkSize) throw_error(ErrorKind::usage, "--chunk-size must be 1 B .. 1 GiB");
     if (o.segment_bits != 128 && o.segment_bits != 256) throw_error(ErrorKind::usage, "--segment-bits must be 128 or 256");
-    if (o.max_code_length < 8 || o.max_code_length > kMaxCodeLength) throw_error(ErrorKind::usage, "--max-code-length must be 8..16");
+    if (o.max_code_length < 8 || o.max_code_length > kMaxCodeLength)
+      throw_error(ErrorKind::usage, "--max-code-length must be 8..16");
     header.chunk_size = static_cast<uint32_t>(o.chunk_size);
     header.segment_log2 = o.segment_bits == 128 ? 7 : 8;
     header.code_limit = static_cast<uint8_t>(o.max_code_length);
@@ -179,7 +196,9 @@ int run_file_jobs(const FileJobOptions& o) {
   if (o.threads < 0) throw_error(ErrorKind::usage, "-T must be >= 0");
   const int threads = o.threads > 0 ? o.threads : default_thread_count();
   // Device: cuda requires a GPU (exit code 5 otherwise); auto falls back to the CPU, saying why under -v.
-  const DeviceChoice choice = o.device == "cuda" ? DeviceChoice::cuda : o.device == "cpu" ? DeviceChoice::cpu : DeviceChoice::automatic;
+  const DeviceChoice choice = o.device == "cuda"  ? DeviceChoice::cuda
+                              : o.device == "cpu" ? DeviceChoice::cpu
+                                                  : DeviceChoice::automatic;
   const SelectedCodec selected = select_codec(choice, threads, o.gpu_memory_cap);
   if (!selected.why.empty()) spdlog::debug("--device auto: {}; using the CPU codec", selected.why);
   const ChunkCodec& codec = selected.codec;

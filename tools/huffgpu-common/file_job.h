@@ -24,18 +24,18 @@ namespace hpcnn::huffgpu {
 inline constexpr const char* kExtension = ".huf";
 
 struct FileJobOptions {
-  std::string tool;                  // "huffgpu-encode": names the tool in per-file errors
+  std::string tool;  // "huffgpu-encode": names the tool in per-file errors
   bool encode = true;
-  std::vector<std::string> inputs;   // empty: stdin
-  std::string output;                // -o
-  bool to_stdout = false;            // -c
-  bool force = false;                // -f
-  bool remove_inputs = false;        // --rm
-  bool test_only = false;            // -t (decode)
-  bool json = false;                 // --json statistics
-  int threads = 0;                   // -T; 0: core/threads.h's rule
-  std::string device = "auto";       // auto | cpu | cuda
-  size_t gpu_memory_cap = 0;         // bytes of GPU memory the CUDA codec may use (0: no cap)
+  std::vector<std::string> inputs;  // empty: stdin
+  std::string output;               // -o
+  bool to_stdout = false;           // -c
+  bool force = false;               // -f
+  bool remove_inputs = false;       // --rm
+  bool test_only = false;           // -t (decode)
+  bool json = false;                // --json statistics
+  int threads = 0;                  // -T; 0: core/threads.h's rule
+  std::string device = "auto";      // auto | cpu | cuda
+  size_t gpu_memory_cap = 0;        // bytes of GPU memory the CUDA codec may use (0: no cap)
   // encode settings, as given on the command line (checked by run_file_jobs)
   uint64_t chunk_size = 4u << 20;
   int segment_bits = 256;

@@ -7,8 +7,8 @@ int main(int argc, char** argv) {
   o.tool = "huffgpu-decode";
   o.encode = false;
   return hpcnn::tool::run_tool(
-      {.name = o.tool, .description = "Decompresses huffgpu streams (FILE.huf -> FILE); -t verifies without writing."},
-      argc, argv,
+      {.name = o.tool, .description = "Decompresses huffgpu streams (FILE.huf -> FILE); -t verifies without writing."}, argc,
+      argv,
       [&](CLI::App& app) {
         hpcnn::huffgpu::add_codec_flags(app, o, false);
         app.add_flag("-t,--test", o.test_only, "Verify the input, write nothing");

@@ -1,16 +1,16 @@
 // prune-rate: automatic per-layer structured pruning rates from the L1 pruning error
 // (Sakai et al., ICPR 2022); writes the physically smaller ONNX model with -o.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 
-#include <spdlog/spdlog.h>
-
 #include "common/data_options.h"
-#include "common/numbers.h"
 #include "common/model_outputs.h"
+#include "common/numbers.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/atomic_file.h"
@@ -62,14 +62,13 @@ int main(int argc, char** argv) {
   CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr,
               *opt_keep = nullptr;
   return hpcnn::tool::run_tool(
-      hpcnn::tool::mpi_tool_spec(
-          "prune-rate",
-          "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
-          "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model. With training data\n"
-          "(--config or --data) the per-layer thresholds come from the model's loss and connection\n"
-          "sensitivity (under mpirun the batches are split over the ranks).\n"
-          "The JSON report goes to stdout (or --report FILE); logs go to stderr.",
-          *comm),
+      hpcnn::tool::mpi_tool_spec("prune-rate",
+                                 "Derives per-layer structured pruning rates from the L1 pruning error of the removed filters\n"
+                                 "(Sakai et al., ICPR 2022) and writes the physically smaller ONNX model. With training data\n"
+                                 "(--config or --data) the per-layer thresholds come from the model's loss and connection\n"
+                                 "sensitivity (under mpirun the batches are split over the ranks).\n"
+                                 "The JSON report goes to stdout (or --report FILE); logs go to stderr.",
+                                 *comm),
       argc, argv,
       [&](CLI::App& app) {
         app.add_option("model", model, "Input ONNX model")->required();
@@ -81,25 +80,30 @@ int main(int argc, char** argv) {
                                     "Search the one global threshold closest to this parameter reduction, in (0, 1)");
         opt_macs = app.add_option("--target-macs-reduction", target_macs,
                                   "Search the one global threshold closest to this MAC reduction, in (0, 1)");
-        opt_uniform = app.add_option("--rate", uniform,
-                                     "One pruning rate in [0, 1) for every prunable layer: the smallest-L1 filters go (baseline)");
+        opt_uniform = app.add_option(
+            "--rate", uniform, "One pruning rate in [0, 1) for every prunable layer: the smallest-L1 filters go (baseline)");
         opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
-        opt_keep = app.add_option("--keep", keep, "Comma-separated layers never pruned (with every layer that shares their channels), e.g. "
-                                       "the FC layer sparsify-fcl will replace");
+        opt_keep = app.add_option("--keep", keep,
+                                  "Comma-separated layers never pruned (with every layer that shares their channels), e.g. "
+                                  "the FC layer sparsify-fcl will replace");
         hpcnn::tool::add_model_output_flags(app, out);
         hpcnn::tool::add_data_options(app, data);
         const std::string dd = "Data-driven thresholds";
         app.add_option("--batches", batches, "Batches of the loss and sensitivity (default 100; fewer if the data end)")
-            ->check(CLI::PositiveNumber)->group(dd);
+            ->check(CLI::PositiveNumber)
+            ->group(dd);
         app.add_option("--batch-size", batch_size, "Samples per batch (default 128)")->check(CLI::PositiveNumber)->group(dd);
         app.add_option("--margin", margin, "Loss margin: th = (L_before (1 + margin) - L) S / N (default 0.1)")
-            ->check(CLI::NonNegativeNumber)->group(dd);
+            ->check(CLI::NonNegativeNumber)
+            ->group(dd);
         opt_loss_before = app.add_option("--loss-before", loss_before,
                                          "L_before, the loss of the original model (default: the measured L; the loop passes it)")
-                              ->check(CLI::NonNegativeNumber)->group(dd);
+                              ->check(CLI::NonNegativeNumber)
+                              ->group(dd);
         opt_upper = app.add_option("--upper-bound", upper_bound,
                                    "U, the bound on ||th||_2 (default: its limit U_limit; the loop passes the next U)")
-                        ->check(CLI::PositiveNumber)->group(dd);
+                        ->check(CLI::PositiveNumber)
+                        ->group(dd);
       },
       [&](const hpcnn::tool::Context&) {
         hpcnn::prune::PruneOptions o;
@@ -133,7 +137,8 @@ int main(int argc, char** argv) {
         hpcnn::prune::validate_options(o);
         hpcnn::prune::check_keep(o.model, o.keep);  // before the data's loss and sensitivity
         if (comm->size() > 1 && !data_driven)
-          throw_error(ErrorKind::usage, "under mpirun prune-rate needs training data: only the data-driven thresholds use the ranks");
+          throw_error(ErrorKind::usage,
+                      "under mpirun prune-rate needs training data: only the data-driven thresholds use the ranks");
         // The output policy, before any work (rank 0 writes): the model, its external data file (only
         // when written: save_model applies -f to it then) and the report.
         if (comm->rank() == 0)
@@ -147,17 +152,21 @@ int main(int argc, char** argv) {
           const hpcnn::train::Sensitivity s =
               hpcnn::train::measure_sensitivity(m.proto, model, hpcnn::tool::open_training_data(td),
                                                 hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
-          spdlog::info("loss {:.6g} over {} batches ({} samples of {}) on {} rank(s)", s.loss, s.batches, s.samples,
-                       td.images, comm->size());
+          spdlog::info("loss {:.6g} over {} batches ({} samples of {}) on {} rank(s)", s.loss, s.batches, s.samples, td.images,
+                       comm->size());
           o.data->loss = s.loss;
           o.data->loss_before = opt_loss_before->count() ? loss_before : s.loss;
           o.data->sensitivity = s.sensitivity;
-          o.data_info = {{"images", td.images}, {"batches", s.batches}, {"batch_size", batch_size}, {"samples", s.samples},
+          o.data_info = {{"images", td.images},
+                         {"batches", s.batches},
+                         {"batch_size", batch_size},
+                         {"samples", s.samples},
                          {"ranks", comm->size()}};
         }
         if (comm->rank() != 0) return 0;
 
-        report.write(hpcnn::prune::run_prune_rate(o).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+        report.write(hpcnn::prune::run_prune_rate(o).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                     "\n");
         return 0;
       });
 }

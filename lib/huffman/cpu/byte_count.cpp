@@ -70,8 +70,9 @@ const TakeoutPath kCpuPath = cpu_takeout_path();
 // Counts the bytes of in[0..n) equal to values[j] into taken[j] and writes the others, in order,
 // to out; returns how many it wrote (out holds n + 64 bytes).
 template <int K>
-__attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt"))) size_t take_out_avx512(const uint8_t* in, size_t n, const uint8_t* values, uint8_t* out,
-                                                                              uint64_t* taken) {
+__attribute__((target("avx512f,avx512bw,avx512vbmi2,popcnt"))) size_t take_out_avx512(const uint8_t* in, size_t n,
+                                                                                      const uint8_t* values, uint8_t* out,
+                                                                                      uint64_t* taken) {
   __m512i v[K];
   for (int j = 0; j < K; ++j) v[j] = _mm512_set1_epi8(static_cast<char>(values[j]));
   uint64_t c[K] = {};
@@ -114,13 +115,15 @@ template <int K>
 __attribute__((target("avx2"))) inline void drain_matches(__m256i* matches, uint64_t* c) {
   for (int j = 0; j < K; ++j) {
     const __m256i s = _mm256_sad_epu8(matches[j], _mm256_setzero_si256());
-    c[j] += static_cast<uint64_t>(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3));
+    c[j] += static_cast<uint64_t>(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
+                                  _mm256_extract_epi64(s, 3));
     matches[j] = _mm256_setzero_si256();
   }
 }
 
 template <int K>
-__attribute__((target("avx2,popcnt"))) size_t take_out_avx2(const uint8_t* in, size_t n, const uint8_t* values, uint8_t* out, uint64_t* taken) {
+__attribute__((target("avx2,popcnt"))) size_t take_out_avx2(const uint8_t* in, size_t n, const uint8_t* values, uint8_t* out,
+                                                            uint64_t* taken) {
   __m256i v[K], matches[K];
   for (int j = 0; j < K; ++j) {
     v[j] = _mm256_set1_epi8(static_cast<char>(values[j]));
@@ -183,7 +186,7 @@ void set_value_takeout_limit(TakeoutPath limit) { g_path_limit.store(limit, std:
 
 struct UnitCounter::State {
   ByteCounter counter;
-  int k = 0;            // values to take out of the next unit: 0, 1, 2 or 4
+  int k = 0;  // values to take out of the next unit: 0, 1, 2 or 4
   uint8_t values[4] = {};
   alignas(64) uint8_t buf[kMaxUnit + 64];
 };

@@ -4,13 +4,12 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <utility>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "huffman/bitstream.h"
-
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
 #include "huffman/cpu/byte_swap.h"
@@ -32,13 +31,13 @@ namespace {
 // spills some, and the extra chains still pay.
 constexpr int kInterleave = 7;
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the lane loop reads a table entry's top byte at byte offset 3");
-constexpr uint64_t kLaneSlack = 8;       // a lane may write 3 bytes past its last symbol
-constexpr int kRootBits = 12;           // first-level table: 4096 entries, 16 KiB
+constexpr uint64_t kLaneSlack = 8;  // a lane may write 3 bytes past its last symbol
+constexpr int kRootBits = 12;       // first-level table: 4096 entries, 16 KiB
 constexpr uint64_t kMinLaneBits = 1 << 14;
 // Lanes of about this many bits (32 KiB of stream): a group of seven lanes, its byte-swapped
 // words and its output stay in the L2 cache while they are decoded, copied and hashed.
 constexpr uint64_t kLaneBits = 1 << 18;
-constexpr int kGroupsPerThread = 4;  // with several threads, for balance
+constexpr int kGroupsPerThread = 4;           // with several threads, for balance
 constexpr uint64_t kMinThreadBits = 1 << 17;  // less stream than this per thread is not worth one
 constexpr uint64_t kStreamOutBytes = 2 << 20;
 
@@ -46,8 +45,8 @@ constexpr uint64_t kStreamOutBytes = 2 << 20;
 struct Lane {
   uint64_t begin = 0, end = 0;
   uint8_t* out = nullptr;
-  uint64_t count = 0;    // symbols written
-  uint64_t stop = 0;     // bit position after the last codeword decoded
+  uint64_t count = 0;  // symbols written
+  uint64_t stop = 0;   // bit position after the last codeword decoded
 };
 
 // The decoder reads a byte-swapped copy of the words: a big-endian bit stream, so that any bit
@@ -70,22 +69,22 @@ inline uint64_t peek57(const uint8_t* be, uint64_t pos) {
 // place. The empty asm hides that the two loads read the same entry, which GCC would otherwise
 // fold back into one. 8 instructions per lookup (the index: a register copy, which renaming
 // absorbs, and a shift by an immediate).
-#define HPCNN_DECODE_ONE(v, out)                                                    \
-  do {                                                                              \
-    uint64_t i_ = (v) >> root_shift;                                                \
-    uint32_t e_ = root[i_];                                                         \
-    uint32_t m_;                                                                    \
-    if (kSub && __builtin_expect(entry_is_pointer(e_), 0)) {                        \
-      const uint32_t width_ = e_ & 31;                                              \
-      e_ = sub[pointer_index(e_) + (((v) << root_bits) >> (64 - width_))];          \
-      m_ = e_ >> 24;                                                                \
-    } else {                                                                        \
-      asm("" : "+r"(i_));                                                           \
-      m_ = root_top[4 * i_];                                                        \
-    }                                                                               \
-    std::memcpy((out), &e_, 4);                                                     \
-    (out) += e_ >> 30;                                                              \
-    (v) <<= m_ & 63;                                                                \
+#define HPCNN_DECODE_ONE(v, out)                                           \
+  do {                                                                     \
+    uint64_t i_ = (v) >> root_shift;                                       \
+    uint32_t e_ = root[i_];                                                \
+    uint32_t m_;                                                           \
+    if (kSub && __builtin_expect(entry_is_pointer(e_), 0)) {               \
+      const uint32_t width_ = e_ & 31;                                     \
+      e_ = sub[pointer_index(e_) + (((v) << root_bits) >> (64 - width_))]; \
+      m_ = e_ >> 24;                                                       \
+    } else {                                                               \
+      asm("" : "+r"(i_));                                                  \
+      m_ = root_top[4 * i_];                                               \
+    }                                                                      \
+    std::memcpy((out), &e_, 4);                                            \
+    (out) += e_ >> 30;                                                     \
+    (v) <<= m_ & 63;                                                       \
   } while (0)
 
 // A 57-bit window with a marker bit just below it: after the window has been shifted left by
@@ -98,10 +97,11 @@ inline uint64_t consumed(uint64_t v) { return static_cast<uint64_t>(__builtin_ct
 // it), for as long as every lane has room for a whole round.
 template <int N, int kPerLoad, bool kSub>
 __attribute__((always_inline)) inline void interleaved_rounds(const uint32_t* __restrict root, const uint32_t* __restrict sub,
-                                                              const uint8_t* __restrict be, uint64_t* pp, uint8_t** oo, const uint64_t* ee) {
+                                                              const uint8_t* __restrict be, uint64_t* pp, uint8_t** oo,
+                                                              const uint64_t* ee) {
   constexpr int root_bits = kRootBits;
   constexpr int root_shift = 64 - kRootBits;
-  constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;  // bits a round may consume
+  constexpr uint64_t kBurst = uint64_t{kPerLoad} * kMaxCodeLength;                  // bits a round may consume
   const uint8_t* __restrict root_top = reinterpret_cast<const uint8_t*>(root) + 3;  // entry i's top byte: root_top[4 * i]
   uint64_t p[N], e[N];
   uint8_t* o[N];
@@ -142,7 +142,8 @@ __attribute__((always_inline)) inline void interleaved_rounds(const uint32_t* __
 // different rates (regions of different entropy) still spend most of their time in the fast
 // rounds.
 template <int kPerLoad, bool kSub>
-__attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& t, const uint8_t* __restrict be, Lane* lanes, int n) {
+__attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& t, const uint8_t* __restrict be, Lane* lanes,
+                                                             int n) {
   const uint8_t* __restrict lengths = t.lengths.data();
   const uint32_t* __restrict root = t.root.data();
   const uint32_t* __restrict sub = t.sub.data();
@@ -161,13 +162,27 @@ __attribute__((always_inline)) inline void decode_lanes_impl(const DecodeTable& 
   }
   while (active > 0) {
     switch (active) {
-      case 7: interleaved_rounds<7, kPerLoad, kSub>(root, sub, be, p, o, e); break;
-      case 6: interleaved_rounds<6, kPerLoad, kSub>(root, sub, be, p, o, e); break;
-      case 5: interleaved_rounds<5, kPerLoad, kSub>(root, sub, be, p, o, e); break;
-      case 4: interleaved_rounds<4, kPerLoad, kSub>(root, sub, be, p, o, e); break;
-      case 3: interleaved_rounds<3, kPerLoad, kSub>(root, sub, be, p, o, e); break;
-      case 2: interleaved_rounds<2, kPerLoad, kSub>(root, sub, be, p, o, e); break;
-      default: interleaved_rounds<1, kPerLoad, kSub>(root, sub, be, p, o, e); break;
+      case 7:
+        interleaved_rounds<7, kPerLoad, kSub>(root, sub, be, p, o, e);
+        break;
+      case 6:
+        interleaved_rounds<6, kPerLoad, kSub>(root, sub, be, p, o, e);
+        break;
+      case 5:
+        interleaved_rounds<5, kPerLoad, kSub>(root, sub, be, p, o, e);
+        break;
+      case 4:
+        interleaved_rounds<4, kPerLoad, kSub>(root, sub, be, p, o, e);
+        break;
+      case 3:
+        interleaved_rounds<3, kPerLoad, kSub>(root, sub, be, p, o, e);
+        break;
+      case 2:
+        interleaved_rounds<2, kPerLoad, kSub>(root, sub, be, p, o, e);
+        break;
+      default:
+        interleaved_rounds<1, kPerLoad, kSub>(root, sub, be, p, o, e);
+        break;
     }
     int kept = 0;
     for (int k = 0; k < active; ++k) {
@@ -209,15 +224,19 @@ HPCNN_HOT_TARGET HPCNN_NO_SLP void decode_lanes_3(const DecodeTable& t, const ui
   decode_lanes_impl<3, true>(t, be, lanes, n);
 }
 void decode_lanes(const DecodeTable& t, const uint8_t* be, Lane* lanes, int n) {
-  if (t.max_length <= kRootBits) decode_lanes_short(t, be, lanes, n);
-  else if (t.max_length <= 14) decode_lanes_4(t, be, lanes, n);
-  else decode_lanes_3(t, be, lanes, n);
+  if (t.max_length <= kRootBits)
+    decode_lanes_short(t, be, lanes, n);
+  else if (t.max_length <= 14)
+    decode_lanes_4(t, be, lanes, n);
+  else
+    decode_lanes_3(t, be, lanes, n);
 }
 
 // Decodes a group of n consecutive lanes (one bit range of the stream): its words are first
 // byte-swapped into `buf` (a big-endian copy, zero-padded, so that any bit position is one
 // unaligned load away), then the lanes are decoded from it.
-void decode_group(const DecodeTable& t, const uint8_t* src_words, uint64_t nwords, Lane* lanes, int n, std::vector<uint32_t>& buf) {
+void decode_group(const DecodeTable& t, const uint8_t* src_words, uint64_t nwords, Lane* lanes, int n,
+                  std::vector<uint32_t>& buf) {
   const uint64_t w0 = lanes[0].begin >> 5, w1 = std::min<uint64_t>(nwords, (lanes[n - 1].end + 31) >> 5);
   buf.resize(w1 - w0 + 4);
   uint32_t* b = buf.data();
@@ -262,9 +281,12 @@ __attribute__((target("avx2"))) void copy_out_avx2(uint8_t* __restrict d, const 
 }
 void copy_out(uint8_t* d, const uint8_t* s, size_t n, bool stream) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (!avx2) std::memcpy(d, s, n);
-  else if (stream) copy_out_avx2<true>(d, s, n);
-  else copy_out_avx2<false>(d, s, n);
+  if (!avx2)
+    std::memcpy(d, s, n);
+  else if (stream)
+    copy_out_avx2<true>(d, s, n);
+  else
+    copy_out_avx2<false>(d, s, n);
 }
 #else
 void copy_out(uint8_t* d, const uint8_t* s, size_t n, bool) { std::memcpy(d, s, n); }
@@ -277,15 +299,20 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
   const std::string where = chunk_where(index, offset);
   const uint8_t* payload = chunk + kChunkHeaderSize;
   switch (h.mode) {
-    case ChunkMode::raw: std::memcpy(out, payload, h.original_length); break;
-    case ChunkMode::single_symbol: std::memset(out, payload[0], h.original_length); break;
+    case ChunkMode::raw:
+      std::memcpy(out, payload, h.original_length);
+      break;
+    case ChunkMode::single_symbol:
+      std::memset(out, payload[0], h.original_length);
+      break;
     case ChunkMode::huffman: {
       size_t table_size = 0;
       const std::vector<CodeBlock> blocks = read_code_blocks(h, payload, h.payload_length, fh, &table_size, index, offset);
       const PayloadLayout lay = huffman_layout(table_size, h.bit_length, fh);
       if (lay.payload_length != h.payload_length)
-        throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) + " does not match its bit length and tables (" +
-                                              std::to_string(lay.payload_length) + ") " + where);
+        throw_error(ErrorKind::bad_input, "payload length " + std::to_string(h.payload_length) +
+                                              " does not match its bit length and tables (" + std::to_string(lay.payload_length) +
+                                              ") " + where);
       if (checksum32(chunk + kChunkHeaderSize, lay.words_offset - kChunkHeaderSize) != h.meta_checksum)
         throw_error(ErrorKind::bad_input, "code table or gap array checksum mismatch " + where);
       check_bitstream_padding(chunk + lay.words_offset, lay.words_count, h.bit_length, where);
@@ -303,8 +330,9 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       const int threads_wanted = codec_threads(threads);
       uint64_t want_total = 1;
       if (fh.gap_array())
-        want_total = std::max<uint64_t>(static_cast<uint64_t>(threads_wanted) * kInterleave * (threads_wanted > 1 ? kGroupsPerThread : 1),
-                                        h.bit_length / kLaneBits);
+        want_total =
+            std::max<uint64_t>(static_cast<uint64_t>(threads_wanted) * kInterleave * (threads_wanted > 1 ? kGroupsPerThread : 1),
+                               h.bit_length / kLaneBits);
       auto boundary = [&](uint64_t k) -> uint64_t {
         if (k >= nseg) return h.bit_length;
         const uint64_t b = k * S + read_gap(gaps, k);
@@ -339,13 +367,15 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
           l.begin = i == 0 ? b0 : boundary(s0);
           l.end = i + 1 == nl ? b1 : boundary(s1);
           if (l.begin != prev_end || l.end < l.begin || l.end > b1)
-            throw_error(ErrorKind::bad_input, "gap entries of segments " + std::to_string(s0) + " and " + std::to_string(s1) + " are inconsistent with block " +
-                                                  std::to_string(bi) + " (bits " + std::to_string(b0) + ".." + std::to_string(b1) + ") " + where);
+            throw_error(ErrorKind::bad_input, "gap entries of segments " + std::to_string(s0) + " and " + std::to_string(s1) +
+                                                  " are inconsistent with block " + std::to_string(bi) + " (bits " +
+                                                  std::to_string(b0) + ".." + std::to_string(b1) + ") " + where);
           prev_end = l.end;
           lanes.push_back(l);
           lane_block.push_back(static_cast<int>(bi));
         }
-        for (int g = base; g < base + nl; g += kInterleave) group_list.push_back({g, std::min(base + nl, g + kInterleave), static_cast<int>(bi)});
+        for (int g = base; g < base + nl; g += kInterleave)
+          group_list.push_back({g, std::min(base + nl, g + kInterleave), static_cast<int>(bi)});
       }
       auto capacity = [&](int i) {
         const Lane& l = lanes[i];
@@ -353,8 +383,9 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       };
       auto check_lane = [&](int i) {
         if (lanes[i].stop != lanes[i].end)
-          throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " (block " + std::to_string(lane_block[i]) +
-                                                ") ends at bit " + std::to_string(lanes[i].stop) + " instead of " + std::to_string(lanes[i].end) + " " + where);
+          throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array: lane " + std::to_string(i) + " (block " +
+                                                std::to_string(lane_block[i]) + ") ends at bit " + std::to_string(lanes[i].stop) +
+                                                " instead of " + std::to_string(lanes[i].end) + " " + where);
       };
       auto check_count = [&](uint64_t decoded) {
         if (decoded != h.original_length)
@@ -362,7 +393,8 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
                                                 std::to_string(h.original_length) + " " + where);
       };
       const int groups = static_cast<int>(group_list.size());
-      const int T = std::min({codec_threads(threads), groups, static_cast<int>(std::max<uint64_t>(1, h.bit_length / kMinThreadBits))});
+      const int T =
+          std::min({codec_threads(threads), groups, static_cast<int>(std::max<uint64_t>(1, h.bit_length / kMinThreadBits))});
       // Thread 0 takes groups from the front of the chunk, in order, copies each group's output
       // into place and hashes it while it is still in cache. The other threads take groups
       // from the back, each output placed right below the previous back group's, so a thread
@@ -380,11 +412,11 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       scratch.lanes.resize(std::max<size_t>(scratch.lanes.size(), group_cap * static_cast<uint64_t>(T) + 16));
       std::mutex claim;
       std::condition_variable placed;
-      int front = 0, back = groups;                           // groups [front, back) are unclaimed
-      int next_back = groups - 1;                             // the next back group to place
+      int front = 0, back = groups;                          // groups [front, back) are unclaimed
+      int next_back = groups - 1;                            // the next back group to place
       uint64_t front_out = 0, back_out = h.original_length;  // bytes [front_out, back_out) unwritten
-      int failed_lane = -1;          // the first lane found bad (or, with count_overflow, its group's first)
-      bool count_overflow = false;   // a group decoded more symbols than fit
+      int failed_lane = -1;         // the first lane found bad (or, with count_overflow, its group's first)
+      bool count_overflow = false;  // a group decoded more symbols than fit
       bool out_of_memory = false;
       uint64_t overflow_total = 0;
       Checksum64Stream hash;  // thread 0's
@@ -490,7 +522,8 @@ void decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileHeader& 
       return;
       break;
     }
-    default: throw_error(ErrorKind::bad_input, "cannot decode chunk mode " + std::to_string(static_cast<int>(h.mode)) + " " + where);
+    default:
+      throw_error(ErrorKind::bad_input, "cannot decode chunk mode " + std::to_string(static_cast<int>(h.mode)) + " " + where);
   }
   if (checksum64(out, h.original_length) != h.checksum)
     throw_error(ErrorKind::bad_input, "checksum mismatch: the decoded chunk differs from the original " + where);

@@ -23,7 +23,7 @@
 namespace hpcnn::huffman {
 
 struct DecoderScratch {
-  std::vector<uint8_t> lanes;       // lane outputs before they are moved into place
+  std::vector<uint8_t> lanes;  // lane outputs before they are moved into place
 };
 
 // Decodes the chunk at `chunk` (its 40-byte header, already parsed into `h`, followed by

@@ -23,7 +23,7 @@ constexpr size_t kMinPartBytes = 16 << 10;  // below this a part is not worth a 
 constexpr size_t kPartsPerThread = 4;
 
 struct PartResult {
-  uint8_t head = 0;          // first byte when the part starts inside a byte
+  uint8_t head = 0;  // first byte when the part starts inside a byte
   bool has_head = false;
 };
 
@@ -52,8 +52,9 @@ constexpr int kQuadFlush = 1;
 
 template <bool kGaps, int kPerFlush>
 __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __restrict in, size_t n, const uint32_t* __restrict enc,
-                                                           const uint64_t* __restrict left, const uint32_t* __restrict pair, const QuadTables* quad,
-                                                           uint64_t pos, uint64_t end, uint8_t* __restrict be, uint8_t* __restrict gap_bytes,
+                                                           const uint64_t* __restrict left, const uint32_t* __restrict pair,
+                                                           const QuadTables* quad, uint64_t pos, uint64_t end,
+                                                           uint8_t* __restrict be, uint8_t* __restrict gap_bytes,
                                                            uint32_t segment_log2) {
   PartResult r;
   const uint32_t lg = segment_log2;
@@ -71,7 +72,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
     swap_words_in_place(be + 4 * swapped, upto - swapped);
     swapped = upto;
   };
-  uint64_t p = pos;                               // bit position of the next codeword
+  uint64_t p = pos;  // bit position of the next codeword
   uint64_t acc = 0;
   uint32_t nacc = static_cast<uint32_t>(pos & 7);
   size_t i = 0;
@@ -112,7 +113,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   constexpr bool kQuads = kPerFlush == kQuadFlush;
   constexpr bool kLeft = kPerFlush == 3 || kPerFlush == 4;  // single lookups: left-aligned accumulator
   constexpr int kFlushSymbols = kLeft ? kPerFlush : 4;      // codewords per flush
-  constexpr uint32_t kFlushBits = 48;  // 2 pairs of <= 24 bits, 4 x 12 or 3 x 16
+  constexpr uint32_t kFlushBits = 48;                       // 2 pairs of <= 24 bits, 4 x 12 or 3 x 16
   static_assert(7 + kFlushBits <= 58, "a flush's bits and the pending ones must stay above the entries' length bits");
   // Flushes per round (the gap bookkeeping is per round): two with pairs and gap arrays, two with
   // quads (a 64-byte vector of input is eight rounds).
@@ -120,7 +121,7 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
   constexpr int kSymbols = kFlushSymbols * kFlushes;
   constexpr uint32_t kMaxRoundBits = kFlushBits * kFlushes;
   static_assert(kMaxRoundBits < 128, "a round must be shorter than a segment");
-  constexpr size_t kMaxAdvance = (7 + kFlushBits) / 8;  // bytes per flush, at most
+  constexpr size_t kMaxAdvance = (7 + kFlushBits) / 8;             // bytes per flush, at most
   constexpr size_t kLastStore = (kFlushes - 1) * kMaxAdvance + 8;  // a round's last store ends within this
   // (pack_quads() may flush a round's eight codewords at once, at most 57 bits: that flush
   // advances at most 8 bytes and its store ends within 8, so both bounds still hold per round.)
@@ -138,8 +139,8 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
       rounds &= ~size_t{63 / kSymbols};
       if (rounds == 0) break;
       QuadStream qs{acc, nacc, o};
-      const uint64_t coded =
-          pack_quads(in + i, rounds * kSymbols, *quad, qs, kGaps ? gap_bytes + (p >> lg) : nullptr, static_cast<uint32_t>(p & seg_mask), lg);
+      const uint64_t coded = pack_quads(in + i, rounds * kSymbols, *quad, qs, kGaps ? gap_bytes + (p >> lg) : nullptr,
+                                        static_cast<uint32_t>(p & seg_mask), lg);
       acc = qs.acc;
       nacc = qs.nacc;
       o = qs.o;
@@ -242,27 +243,32 @@ __attribute__((always_inline)) inline PartResult pack_part(const uint8_t* __rest
 // Codeword lookups per flush: quads (AVX-512) or pairs for codes of at most 12 bits, else 4
 // single lookups for codes of at most 12 bits (4 x 12 + 7 <= 58 bits), else 3 (3 x 16 + 7).
 #define HPCNN_PACK_VARIANTS(X) X(0) X(4) X(3) X(1)
-#define HPCNN_PACK_FN(K)                                                                                                                  \
-  HPCNN_HOT_TARGET PartResult pack_gaps_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left, const uint32_t* pair,  \
-                                            const QuadTables* quad, uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) { \
-    return pack_part<true, K>(in, n, enc, left, pair, quad, pos, end, be, gaps, slog2);                                                   \
-  }                                                                                                                                       \
-  HPCNN_HOT_TARGET PartResult pack_plain_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left, const uint32_t* pair, \
-                                             const QuadTables* quad, uint64_t pos, uint64_t end, uint8_t* be, uint8_t* gaps, uint32_t slog2) { \
-    return pack_part<false, K>(in, n, enc, left, pair, quad, pos, end, be, gaps, slog2);                                                  \
+#define HPCNN_PACK_FN(K)                                                                                               \
+  HPCNN_HOT_TARGET PartResult pack_gaps_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left,    \
+                                            const uint32_t* pair, const QuadTables* quad, uint64_t pos, uint64_t end,  \
+                                            uint8_t* be, uint8_t* gaps, uint32_t slog2) {                              \
+    return pack_part<true, K>(in, n, enc, left, pair, quad, pos, end, be, gaps, slog2);                                \
+  }                                                                                                                    \
+  HPCNN_HOT_TARGET PartResult pack_plain_##K(const uint8_t* in, size_t n, const uint32_t* enc, const uint64_t* left,   \
+                                             const uint32_t* pair, const QuadTables* quad, uint64_t pos, uint64_t end, \
+                                             uint8_t* be, uint8_t* gaps, uint32_t slog2) {                             \
+    return pack_part<false, K>(in, n, enc, left, pair, quad, pos, end, be, gaps, slog2);                               \
   }
 HPCNN_PACK_VARIANTS(HPCNN_PACK_FN)
 #undef HPCNN_PACK_FN
 static_assert(kQuadFlush == 1, "pack_gaps_1 / pack_plain_1 are the quad variants");
 
 enum class Lookup { quad, pair, single };
-using PackFn = PartResult (*)(const uint8_t*, size_t, const uint32_t*, const uint64_t*, const uint32_t*, const QuadTables*, uint64_t, uint64_t,
-                              uint8_t*, uint8_t*, uint32_t);
+using PackFn = PartResult (*)(const uint8_t*, size_t, const uint32_t*, const uint64_t*, const uint32_t*, const QuadTables*,
+                              uint64_t, uint64_t, uint8_t*, uint8_t*, uint32_t);
 PackFn pick_pack(bool gaps, Lookup lookup, int max_length) {
   switch (lookup) {
-    case Lookup::quad: return gaps ? pack_gaps_1 : pack_plain_1;
-    case Lookup::pair: return gaps ? pack_gaps_0 : pack_plain_0;
-    default: return max_length <= 12 ? (gaps ? pack_gaps_4 : pack_plain_4) : (gaps ? pack_gaps_3 : pack_plain_3);
+    case Lookup::quad:
+      return gaps ? pack_gaps_1 : pack_plain_1;
+    case Lookup::pair:
+      return gaps ? pack_gaps_0 : pack_plain_0;
+    default:
+      return max_length <= 12 ? (gaps ? pack_gaps_4 : pack_plain_4) : (gaps ? pack_gaps_3 : pack_plain_3);
   }
 }
 
@@ -297,8 +303,10 @@ void build_pair_row(const std::array<uint32_t, 256>& enc, const uint8_t* present
 
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out) {
   if (n == 0 || n > fh.chunk_size) throw_error(ErrorKind::usage, "encode_chunk: chunk size out of range");
-  if (fh.segment_log2 != 7 && fh.segment_log2 != 8) throw_error(ErrorKind::usage, "encode_chunk: segment size must be 128 or 256 bits");
-  if (fh.version != kVersion) throw_error(ErrorKind::usage, "encode_chunk: the encoder writes format version " + std::to_string(kVersion) + " only");
+  if (fh.segment_log2 != 7 && fh.segment_log2 != 8)
+    throw_error(ErrorKind::usage, "encode_chunk: segment size must be 128 or 256 bits");
+  if (fh.version != kVersion)
+    throw_error(ErrorKind::usage, "encode_chunk: the encoder writes format version " + std::to_string(kVersion) + " only");
   const int T = static_cast<int>(std::clamp<size_t>(n / kMinPartBytes, 1, static_cast<size_t>(codec_threads(threads))));
   // One histogram per 16 KiB unit (the block splitter's input; their bit counts give the parts'
   // offsets). One thread hashes and counts in one pass, unit by unit while each is in cache;
@@ -347,7 +355,8 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
     for (size_t u0 = bp.first_unit; u0 < bp.end_unit; u0 += part_units) {
       const size_t u1 = std::min(bp.end_unit, u0 + part_units);
       uint64_t bits = 0;
-      if (u0 == bp.first_unit && u1 == bp.end_unit) bits = bp.bits;  // the whole block (one thread)
+      if (u0 == bp.first_unit && u1 == bp.end_unit)
+        bits = bp.bits;  // the whole block (one thread)
       else
         for (size_t u = u0; u < u1; ++u)
           for (int s = 0; s < 256; ++s) bits += units[u][s] * bp.lengths[s];
@@ -396,8 +405,8 @@ void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads
         left_block = pt.block;
       }
       const PackFn pack = pick_pack(fh.gap_array(), lookup, bp.max_length);
-      results[t] = pack(in + pt.begin, pt.end - pt.begin, bp.enc.data(), left, use_pair ? pair.data() : nullptr, &quad, pt.bit_begin, pt.bit_end,
-                        be, gap_bytes.data(), fh.segment_log2);
+      results[t] = pack(in + pt.begin, pt.end - pt.begin, bp.enc.data(), left, use_pair ? pair.data() : nullptr, &quad,
+                        pt.bit_begin, pt.bit_end, be, gap_bytes.data(), fh.segment_log2);
     }
   }
   for (int u = 0; u < P; ++u)

@@ -25,5 +25,4 @@ namespace hpcnn::huffman {
 // Encodes `n` bytes (1 <= n <= fh.chunk_size) into `out`: chunk header and payload.
 void encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, int threads, std::vector<uint8_t>& out);
 
-
 }  // namespace hpcnn::huffman

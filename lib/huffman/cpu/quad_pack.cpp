@@ -63,17 +63,21 @@ constexpr const auto& kInterleave = kInterleaveIndex.v;
 constexpr size_t kMaxSymbols = 2048;
 }  // namespace
 
-__attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(const uint8_t* in, size_t n, const QuadTables& t, QuadStream& st,
-                                                                               uint8_t* gaps, uint32_t offset, uint32_t segment_log2) {
-  if (n == 0 || n % 64 != 0 || n > kMaxSymbols) throw_error(ErrorKind::usage, "pack_quads: n must be a positive multiple of 64, at most 2048");
+__attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(const uint8_t* in, size_t n, const QuadTables& t,
+                                                                                QuadStream& st, uint8_t* gaps, uint32_t offset,
+                                                                                uint32_t segment_log2) {
+  if (n == 0 || n % 64 != 0 || n > kMaxSymbols)
+    throw_error(ErrorKind::usage, "pack_quads: n must be a positive multiple of 64, at most 2048");
   const __m512i lo0 = _mm512_load_si512(t.lo), lo1 = _mm512_load_si512(t.lo + 64);
   const __m512i lo2 = _mm512_load_si512(t.lo + 128), lo3 = _mm512_load_si512(t.lo + 192);
   const __m512i hi0 = _mm512_load_si512(t.hi), hi1 = _mm512_load_si512(t.hi + 64);
   const __m512i hi2 = _mm512_load_si512(t.hi + 128), hi3 = _mm512_load_si512(t.hi + 192);
   const __m512i half[2] = {_mm512_load_si512(kInterleave[0]), _mm512_load_si512(kInterleave[1])};
-  const __m512i m4 = _mm512_set1_epi16(15), m16 = _mm512_set1_epi32(0xFFFF), m32 = _mm512_set1_epi64(0xFFFFFFFF), ones = _mm512_set1_epi16(1);
+  const __m512i m4 = _mm512_set1_epi16(15), m16 = _mm512_set1_epi32(0xFFFF), m32 = _mm512_set1_epi64(0xFFFFFFFF),
+                ones = _mm512_set1_epi16(1);
   const __m512i lane15 = _mm512_set1_epi32(15), zero = _mm512_setzero_si512(), octet_max = _mm512_set1_epi64(57);
-  const __m512i low_dwords = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);  // of two vectors of quads
+  const __m512i low_dwords =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);  // of two vectors of quads
   const __m128i lg = _mm_cvtsi32_si128(static_cast<int>(segment_log2));
   const uint32_t seg_mask = (1u << segment_log2) - 1;
   // With gap entries: `end` = every 32-bit lane the end of the last codeword so far, in bits
@@ -126,10 +130,12 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
       const __m512i e = _mm512_permutex2var_epi8(l, half[k], h);  // 32 entries code << 4 | length, in order
       const __m512i c16 = _mm512_srli_epi16(e, 4), n16 = _mm512_and_si512(e, m4);
       // Pairs: the earlier symbol is the low half of each 32-bit lane.
-      const __m512i c32 = _mm512_or_si512(_mm512_sllv_epi32(_mm512_and_si512(c16, m16), _mm512_srli_epi32(n16, 16)), _mm512_srli_epi32(c16, 16));
+      const __m512i c32 =
+          _mm512_or_si512(_mm512_sllv_epi32(_mm512_and_si512(c16, m16), _mm512_srli_epi32(n16, 16)), _mm512_srli_epi32(c16, 16));
       const __m512i n32 = _mm512_madd_epi16(n16, ones);
       // Quads: the same one level up.
-      const __m512i c64 = _mm512_or_si512(_mm512_sllv_epi64(_mm512_and_si512(c32, m32), _mm512_srli_epi64(n32, 32)), _mm512_srli_epi64(c32, 32));
+      const __m512i c64 =
+          _mm512_or_si512(_mm512_sllv_epi64(_mm512_and_si512(c32, m32), _mm512_srli_epi64(n32, 32)), _mm512_srli_epi64(c32, 32));
       n64[k] = _mm512_sad_epu8(n16, zero);  // the four lengths' bytes (high bytes 0)
       _mm512_store_si512(quad_bits[slot] + 8 * k, c64);
       _mm512_store_si512(quad_lens[slot] + 8 * k, n64[k]);
@@ -178,7 +184,9 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,bmi2"))) uint64_t pack_quads(
   return total;
 }
 #else
-uint64_t pack_quads(const uint8_t*, size_t, const QuadTables&, QuadStream&, uint8_t*, uint32_t, uint32_t) { std::abort(); }  // never: quad_pack_available() is false
+uint64_t pack_quads(const uint8_t*, size_t, const QuadTables&, QuadStream&, uint8_t*, uint32_t, uint32_t) {
+  std::abort();
+}  // never: quad_pack_available() is false
 #endif
 
 }  // namespace hpcnn::huffman

@@ -8,9 +8,9 @@
 // groups' lengths; the scalar side only shifts each group into its 64-bit accumulator and stores
 // 8 bytes: two groups at once (an octet) where all eight octets of the 64 bytes have at most 57
 // bits (text, mostly; 7 pending bits + 57 fill the accumulator), else the sixteen quads one by
-// one (half the flushes on text: encoding 3-8% faster on an Intel Xeon, 2026-12-04). The vector work of one 64-byte group is interleaved with the scalar flushes of the
-// group before, so the two overlap. The bits and entries are the scalar packers' (pair table,
-// single lookups): which path runs never changes the output (tests/huffman/test_codec.cpp).
+// one (half the flushes on text: encoding 3-8% faster on an Intel Xeon, 2026-12-04). The vector work of one 64-byte group is
+// interleaved with the scalar flushes of the group before, so the two overlap. The bits and entries are the scalar packers' (pair
+// table, single lookups): which path runs never changes the output (tests/huffman/test_codec.cpp).
 #pragma once
 
 #include <array>
@@ -52,7 +52,7 @@ struct QuadStream {
 // ends at, B in (start, end], gets its gap-array entry end - B in gaps[m] (FORMAT.md, the gap
 // array; m counted from that segment); returns the bits packed (0 without gaps).
 // Only when quad_pack_available().
-uint64_t pack_quads(const uint8_t* in, size_t n, const QuadTables& t, QuadStream& st, uint8_t* gaps = nullptr, uint32_t offset = 0,
-                    uint32_t segment_log2 = 8);
+uint64_t pack_quads(const uint8_t* in, size_t n, const QuadTables& t, QuadStream& st, uint8_t* gaps = nullptr,
+                    uint32_t offset = 0, uint32_t segment_log2 = 8);
 
 }  // namespace hpcnn::huffman

@@ -1,10 +1,8 @@
 // CUDA kernels and host driver of the huffgpu codec; see codec.h.
-#include "huffman/cuda/codec.h"
-
 #include <cuda_runtime.h>
 
-#include <cub/block/block_scan.cuh>
 #include <cstring>
+#include <cub/block/block_scan.cuh>
 #include <string>
 
 #include "core/cuda_check.h"
@@ -13,15 +11,16 @@
 #include "huffman/block_split.h"
 #include "huffman/chunk_plan.h"
 #include "huffman/codebook.h"
+#include "huffman/cuda/codec.h"
 
 namespace hpcnn::huffman::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItems = 16;                     // symbols per encoder thread
-constexpr int kTile = kThreads * kItems;       // symbols per encoder tile
-constexpr int kRootBits = 12;                  // first-level decode table: 4096 entries
+constexpr int kItems = 16;                // symbols per encoder thread
+constexpr int kTile = kThreads * kItems;  // symbols per encoder tile
+constexpr int kRootBits = 12;             // first-level decode table: 4096 entries
 constexpr uint32_t kNoError = 0xFFFFFFFFu;
 
 // ---- decoupled look-back (single-kernel soft synchronization) --------------------------------
@@ -75,8 +74,9 @@ __global__ void unit_histogram_kernel(const uint8_t* __restrict__ in, size_t n, 
 // enc_table: 256 entries per code block; unit_block: the code block of each 16 KiB unit (a tile
 // lies inside one unit, so one table serves the whole tile).
 __global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const uint32_t* __restrict__ enc_table,
-                              const uint32_t* __restrict__ unit_block, uint32_t* __restrict__ words, uint32_t* __restrict__ gaps, unsigned long long* status,
-                              unsigned int* tile_counter, uint32_t segment_log2, unsigned long long total_bits) {
+                              const uint32_t* __restrict__ unit_block, uint32_t* __restrict__ words, uint32_t* __restrict__ gaps,
+                              unsigned long long* status, unsigned int* tile_counter, uint32_t segment_log2,
+                              unsigned long long total_bits) {
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t enc[256];
@@ -113,7 +113,8 @@ __global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const ui
       // Segment k's entry belongs to the first codeword start at or after k*S.
       const uint64_t k = pos >> segment_log2;
       if (prev == UINT64_MAX ? true : (k << segment_log2) > prev)
-        if ((k << segment_log2) <= pos) atomicOr(&gaps[k >> 3], static_cast<uint32_t>(pos - (k << segment_log2)) << ((k & 7) * 4));
+        if ((k << segment_log2) <= pos)
+          atomicOr(&gaps[k >> 3], static_cast<uint32_t>(pos - (k << segment_log2)) << ((k & 7) * 4));
     }
     prev = pos;
     pos += len;
@@ -122,8 +123,10 @@ __global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const ui
     if (nacc >= 32) {
       nacc -= 32;
       const uint32_t w = static_cast<uint32_t>(acc >> nacc);
-      if (shared_first) atomicOr(&words[wi], w);
-      else words[wi] = w;
+      if (shared_first)
+        atomicOr(&words[wi], w);
+      else
+        words[wi] = w;
       shared_first = false;
       ++wi;
     }
@@ -142,10 +145,10 @@ __global__ void encode_kernel(const uint8_t* __restrict__ in, size_t n, const ui
 // a thread block's first segment starts, is copied to shared memory) and its second-level
 // entries (global memory; only for codes over 12 bits), and the blocks' first bits.
 struct DeviceTables {
-  const uint32_t* root;                   // blocks * 4096 entries
-  const uint32_t* sub;                    // all second-level entries
-  const uint32_t* sub_offset;             // per block: its first entry in `sub`
-  const unsigned long long* block_bits;   // blocks + 1: first bit of each block, then the total
+  const uint32_t* root;                  // blocks * 4096 entries
+  const uint32_t* sub;                   // all second-level entries
+  const uint32_t* sub_offset;            // per block: its first entry in `sub`
+  const unsigned long long* block_bits;  // blocks + 1: first bit of each block, then the total
   uint32_t blocks;
 };
 
@@ -162,8 +165,10 @@ __device__ __forceinline__ uint32_t block_of(const DeviceTables& t, uint64_t pos
   uint32_t lo = 0, hi = t.blocks - 1;
   while (lo < hi) {
     const uint32_t mid = (lo + hi + 1) / 2;
-    if (t.block_bits[mid] <= pos) lo = mid;
-    else hi = mid - 1;
+    if (t.block_bits[mid] <= pos)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -209,11 +214,13 @@ __global__ void decode_kernel(const uint32_t* __restrict__ words, uint64_t nword
   if (threadIdx.x == 0) {
     tile_s = atomicAdd(tile_counter, 1u);
     const uint64_t k0 = static_cast<uint64_t>(tile_s) * kThreads;
-    shared_block_s = block_of(table, min(segment_start(k0, nseg, total_bits, segment_log2, gaps, starts), static_cast<uint64_t>(total_bits) - 1));
+    shared_block_s = block_of(
+        table, min(segment_start(k0, nseg, total_bits, segment_log2, gaps, starts), static_cast<uint64_t>(total_bits) - 1));
   }
   __syncthreads();
   const uint32_t shared_block = shared_block_s;
-  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[static_cast<size_t>(shared_block) * (1u << kRootBits) + i];
+  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x)
+    root[i] = table.root[static_cast<size_t>(shared_block) * (1u << kRootBits) + i];
   __syncthreads();
   const uint64_t k = static_cast<uint64_t>(tile_s) * kThreads + threadIdx.x;
   uint64_t begin = 0, end = 0;
@@ -279,10 +286,13 @@ __global__ void sync_kernel(const uint32_t* __restrict__ words, uint64_t nwords,
   __shared__ uint32_t root[1 << kRootBits];
   __shared__ uint32_t shared_block_s;
   const uint64_t k0 = static_cast<uint64_t>(blockIdx.x) * blockDim.x;
-  if (threadIdx.x == 0) shared_block_s = block_of(table, min(static_cast<uint64_t>(starts_in[min(k0, nseg - 1)]), static_cast<uint64_t>(total_bits) - 1));
+  if (threadIdx.x == 0)
+    shared_block_s =
+        block_of(table, min(static_cast<uint64_t>(starts_in[min(k0, nseg - 1)]), static_cast<uint64_t>(total_bits) - 1));
   __syncthreads();
   const uint32_t shared_block = shared_block_s;
-  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x) root[i] = table.root[static_cast<size_t>(shared_block) * (1u << kRootBits) + i];
+  for (int i = threadIdx.x; i < (1 << kRootBits); i += blockDim.x)
+    root[i] = table.root[static_cast<size_t>(shared_block) * (1u << kRootBits) + i];
   __syncthreads();
   const uint64_t k = k0 + threadIdx.x;
   if (k == 0) starts_out[0] = 0;
@@ -315,15 +325,19 @@ struct GrowingBuffer {
     release();
     void* p = nullptr;
     const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
-    if constexpr (kPinned) HPCNN_CUDA_CHECK(cudaMallocHost(&p, bytes));
-    else HPCNN_CUDA_CHECK(cudaMalloc(&p, bytes));
+    if constexpr (kPinned)
+      HPCNN_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    else
+      HPCNN_CUDA_CHECK(cudaMalloc(&p, bytes));
     ptr = static_cast<T*>(p);
     count = n;
   }
   void release() {
     if (ptr) {
-      if constexpr (kPinned) cudaFreeHost(ptr);
-      else cudaFree(ptr);
+      if constexpr (kPinned)
+        cudaFreeHost(ptr);
+      else
+        cudaFree(ptr);
     }
     ptr = nullptr;
     count = 0;
@@ -340,7 +354,9 @@ bool available(std::string* why) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    if (why) *why = err != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")" : "no CUDA device present";
+    if (why)
+      *why =
+          err != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")" : "no CUDA device present";
     return false;
   }
   return true;
@@ -421,14 +437,16 @@ void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std:
     cudaStream_t s = m.stream[i % 2];
     HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.in.ptr + off, m.pinned_in.ptr + off, len, cudaMemcpyHostToDevice, s));
     HPCNN_CUDA_CHECK(cudaEventRecord(m.piece_events.at(2 * i), s));
-    unit_histogram_kernel<<<static_cast<unsigned>(block_units(len)), kThreads, 0, s>>>(m.in.ptr + off, len, m.counts.ptr + off / kBlockUnit * 256);
+    unit_histogram_kernel<<<static_cast<unsigned>(block_units(len)), kThreads, 0, s>>>(m.in.ptr + off, len,
+                                                                                       m.counts.ptr + off / kBlockUnit * 256);
     HPCNN_CUDA_CHECK(cudaGetLastError());
     HPCNN_CUDA_CHECK(cudaEventRecord(m.piece_events.at(2 * i + 1), s));
   }
   std::vector<unsigned int> counts32(256 * units);
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(m.stream[1]));
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
-  HPCNN_CUDA_CHECK(cudaMemcpyAsync(counts32.data(), m.counts.ptr, counts32.size() * sizeof(unsigned int), cudaMemcpyDeviceToHost, s0));
+  HPCNN_CUDA_CHECK(
+      cudaMemcpyAsync(counts32.data(), m.counts.ptr, counts32.size() * sizeof(unsigned int), cudaMemcpyDeviceToHost, s0));
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
   double kernel_ms = 0;
   for (size_t i = 0; i < pieces; ++i) {
@@ -454,7 +472,8 @@ void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std:
   uint32_t* tables = reinterpret_cast<uint32_t*>(m.pinned_in.ptr);
   for (size_t b = 0; b < nblocks; ++b) {
     std::memcpy(tables + 256 * b, plan.blocks[b].enc.data(), 256 * sizeof(uint32_t));
-    for (size_t u = plan.blocks[b].first_unit; u < plan.blocks[b].end_unit; ++u) tables[256 * nblocks + u] = static_cast<uint32_t>(b);
+    for (size_t u = plan.blocks[b].first_unit; u < plan.blocks[b].end_unit; ++u)
+      tables[256 * nblocks + u] = static_cast<uint32_t>(b);
   }
   HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.table.ptr, tables, 4 * (256 * nblocks + units), cudaMemcpyHostToDevice, s0));
   HPCNN_CUDA_CHECK(cudaMemsetAsync(m.words.ptr, 0, lay.words_count * sizeof(uint32_t), s0));
@@ -462,9 +481,9 @@ void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std:
   HPCNN_CUDA_CHECK(cudaMemsetAsync(m.status.ptr, 0, tiles * sizeof(unsigned long long), s0));
   HPCNN_CUDA_CHECK(cudaMemsetAsync(m.counter.ptr, 0, sizeof(unsigned int), s0));
   HPCNN_CUDA_CHECK(cudaEventRecord(m.start, s0));
-  encode_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, s0>>>(m.in.ptr, n, m.table.ptr, m.table.ptr + 256 * nblocks, m.words.ptr,
-                                                                     gap_words ? m.gaps.ptr : nullptr, m.status.ptr,
-                                                                     m.counter.ptr, fh.segment_log2, plan.total_bits);
+  encode_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, s0>>>(m.in.ptr, n, m.table.ptr, m.table.ptr + 256 * nblocks,
+                                                                   m.words.ptr, gap_words ? m.gaps.ptr : nullptr, m.status.ptr,
+                                                                   m.counter.ptr, fh.segment_log2, plan.total_bits);
   HPCNN_CUDA_CHECK(cudaGetLastError());
   HPCNN_CUDA_CHECK(cudaEventRecord(m.stop, s0));
   begin_huffman_chunk(plan, out);
@@ -472,7 +491,8 @@ void Codec::encode_chunk(const uint8_t* in, size_t n, const FileHeader& fh, std:
   m.pinned_out.reserve(out_bytes);
   HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.pinned_out.ptr, m.words.ptr, lay.words_count * 4, cudaMemcpyDeviceToHost, s0));
   if (gap_words)
-    HPCNN_CUDA_CHECK(cudaMemcpyAsync(m.pinned_out.ptr + lay.words_count * 4, m.gaps.ptr, gap_words * 4, cudaMemcpyDeviceToHost, s0));
+    HPCNN_CUDA_CHECK(
+        cudaMemcpyAsync(m.pinned_out.ptr + lay.words_count * 4, m.gaps.ptr, gap_words * 4, cudaMemcpyDeviceToHost, s0));
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(s0));
   float ms = 0;
   HPCNN_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
@@ -559,7 +579,7 @@ void Codec::decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileH
         if (round > nseg + 1) throw_error(ErrorKind::bad_input, "self-synchronization does not converge " + where);
         HPCNN_CUDA_CHECK(cudaMemsetAsync(m.error.ptr, 0, sizeof(unsigned int), s0));
         sync_kernel<<<blocks_for(nseg, kThreads), kThreads, 0, s0>>>(m.words.ptr, lay.words_count, dt, cur, next, nseg,
-                                                                      fh.segment_log2, h.bit_length, m.error.ptr);
+                                                                     fh.segment_log2, h.bit_length, m.error.ptr);
         HPCNN_CUDA_CHECK(cudaGetLastError());
         unsigned int changed = 0;
         HPCNN_CUDA_CHECK(cudaMemcpyAsync(&changed, m.error.ptr, sizeof changed, cudaMemcpyDeviceToHost, s0));
@@ -590,10 +610,11 @@ void Codec::decode_chunk(const ChunkHeader& h, const uint8_t* chunk, const FileH
     HPCNN_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
     times_.kernel_ms = ms;
     if (error_segment != kNoError)
-      throw_error(ErrorKind::bad_input, "corrupt bitstream or gap array at segment " + std::to_string(error_segment) + " " + where);
+      throw_error(ErrorKind::bad_input,
+                  "corrupt bitstream or gap array at segment " + std::to_string(error_segment) + " " + where);
     if ((last_status & kValueMask) != h.original_length)
-      throw_error(ErrorKind::bad_input, "decoded " + std::to_string(last_status & kValueMask) + " symbols, the chunk header says " +
-                                            std::to_string(h.original_length) + " " + where);
+      throw_error(ErrorKind::bad_input, "decoded " + std::to_string(last_status & kValueMask) +
+                                            " symbols, the chunk header says " + std::to_string(h.original_length) + " " + where);
     std::memcpy(out, m.pinned_out.ptr, h.original_length);
   } else {
     throw_error(ErrorKind::bad_input, "cannot decode chunk mode " + std::to_string(static_cast<int>(h.mode)) + " " + where);

@@ -40,8 +40,8 @@ namespace hpcnn::huffman::cuda {
 bool available(std::string* why);
 
 struct KernelTimes {
-  double kernel_ms = 0;     // histogram + encode, or (sync +) decode kernels
-  double transfer_ms = 0;   // host <-> device copies
+  double kernel_ms = 0;    // histogram + encode, or (sync +) decode kernels
+  double transfer_ms = 0;  // host <-> device copies
 };
 
 class Codec {

@@ -1,18 +1,15 @@
 // Batch normalization on the CPU. Per-channel statistics accumulate in double. Channels-last
 // tensors (nhwc: [rows, C] with C contiguous) run row by row with SIMD over C and per-thread
 // partial sums; plain [N, C, inner] tensors run channel by channel.
-#include "ops/cpu/kernels.h"
-
 #include <omp.h>
 
 #include <cmath>
 #include <vector>
 
 #include "ops/cpu/channel_view.h"
+#include "ops/cpu/kernels.h"
 
 namespace hpcnn::ops::cpu {
-
-
 
 namespace {
 
@@ -102,8 +99,8 @@ void channel_sums2(const float* p, const float* q, const ChannelView& v, std::ve
 
 }  // namespace
 
-Tensor batchnorm_inference(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean,
-                           const Tensor& var, float eps) {
+Tensor batchnorm_inference(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean, const Tensor& var,
+                           float eps) {
   const ChannelView v = cpu::channel_view(x);
   check_param(scale, v.C, "scale");
   check_param(bias, v.C, "bias");
@@ -147,8 +144,8 @@ Tensor batchnorm_training(const Tensor& x, const Tensor& scale, const Tensor& bi
   return affine(x, v, a, b);
 }
 
-void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormStats& st, const Tensor& gy_in,
-                        Tensor* gx, Tensor* gscale, Tensor* gbias) {
+void batchnorm_backward(const Tensor& x, const Tensor& scale, const BatchNormStats& st, const Tensor& gy_in, Tensor* gx,
+                        Tensor* gscale, Tensor* gbias) {
   const Tensor gy = to_layout(gy_in, x.layout());
   const ChannelView v = cpu::channel_view(x);
   const double count = static_cast<double>(v.outer * v.inner);

@@ -1,8 +1,7 @@
-#include "ops/cpu/kernels.h"
-
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/cpu/kernels.h"
 
 namespace hpcnn::ops::cpu {
 
@@ -48,9 +47,12 @@ void for_each_row(const Shape& out, const std::vector<int64_t>& sa, const std::v
 
 inline float apply(BinaryOp op, float a, float b) {
   switch (op) {
-    case BinaryOp::add: return a + b;
-    case BinaryOp::sub: return a - b;
-    case BinaryOp::mul: return a * b;
+    case BinaryOp::add:
+      return a + b;
+    case BinaryOp::sub:
+      return a - b;
+    case BinaryOp::mul:
+      return a * b;
   }
   return 0;
 }

@@ -13,7 +13,8 @@ struct ChannelView {
 };
 
 inline ChannelView channel_view(const Tensor& t) {
-  if (t.rank() < 2) throw_error(ErrorKind::bad_input, "per-channel operator needs [N, C, ...], got " + shape_to_string(t.shape()));
+  if (t.rank() < 2)
+    throw_error(ErrorKind::bad_input, "per-channel operator needs [N, C, ...], got " + shape_to_string(t.shape()));
   if (t.layout() == Layout::nhwc) return {t.dim(0) * t.dim(2) * t.dim(3), t.dim(1), 1};
   int64_t inner = 1;
   for (int i = 2; i < t.rank(); ++i) inner *= t.dim(i);

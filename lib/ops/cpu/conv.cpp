@@ -1,12 +1,11 @@
 // Conv2d on the CPU through oneDNN (convolution_forward / _backward_data / _backward_weights).
 // Activations are nhwc; weights are reordered from the ONNX layout (oihw / goihw) into whatever
 // layout the chosen implementation wants, and weight gradients back.
-#include "ops/cpu/kernels.h"
-
 #include <cstring>
 
 #include "core/error.h"
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/kernels.h"
 
 namespace hpcnn::ops::cpu {
 
@@ -46,9 +45,7 @@ struct DnnlConv2d::State {
 std::unique_ptr<Conv2dKernel> make_conv2d(const Conv2dParams& p) { return std::make_unique<DnnlConv2d>(p); }
 
 namespace {
-memory wrap(const memory::desc& md, const float* p) {
-  return memory(md, engine(), const_cast<float*>(p));
-}
+memory wrap(const memory::desc& md, const float* p) { return memory(md, engine(), const_cast<float*>(p)); }
 // Memory in `want`, reordering from `have` when they differ.
 memory as_desc(const memory& have, const memory::desc& want) {
   if (have.get_desc() == want) return have;
@@ -59,7 +56,9 @@ memory as_desc(const memory& have, const memory::desc& want) {
 }  // namespace
 
 Tensor DnnlConv2d::forward(ExecutionContext&, const Tensor& x_in, const Tensor& w, const Tensor& b, bool training) {
-  if (x_in.rank() != 4) throw_error(ErrorKind::unsupported, "Conv input of shape " + shape_to_string(x_in.shape()) + ": only 2-D convolutions (4-D inputs) are supported");
+  if (x_in.rank() != 4)
+    throw_error(ErrorKind::unsupported,
+                "Conv input of shape " + shape_to_string(x_in.shape()) + ": only 2-D convolutions (4-D inputs) are supported");
   if (w.rank() != 4) throw_error(ErrorKind::bad_input, "Conv weight of shape " + shape_to_string(w.shape()) + " is not 4-D");
   const Tensor x = to_layout(x_in, Layout::nhwc);
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
@@ -70,7 +69,8 @@ Tensor DnnlConv2d::forward(ExecutionContext&, const Tensor& x_in, const Tensor& 
   if ((p_.kernel[0] && p_.kernel[0] != kH) || (p_.kernel[1] && p_.kernel[1] != kW))
     throw_error(ErrorKind::bad_input, "Conv kernel_shape does not match the weight " + shape_to_string(w.shape()));
   if (b.defined() && (b.rank() != 1 || b.dim(0) != M))
-    throw_error(ErrorKind::bad_input, "Conv bias of shape " + shape_to_string(b.shape()) + " for " + std::to_string(M) + " filters");
+    throw_error(ErrorKind::bad_input,
+                "Conv bias of shape " + shape_to_string(b.shape()) + " for " + std::to_string(M) + " filters");
   const bool rebuild = !s_ || s_->x_shape != x.shape() || s_->w_shape != w.shape() || s_->has_bias != b.defined();
   if (rebuild) {
     auto s = std::make_unique<State>();
@@ -96,9 +96,9 @@ Tensor DnnlConv2d::forward(ExecutionContext&, const Tensor& x_in, const Tensor& 
     dnnl_call("Conv forward", [&] {
       const auto kind = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
       auto d = s->has_bias ? dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, s->src_md, wei_any,
-                                                            s->bias_md, s->dst_md, s->strides, s->dilates, s->pad_l, s->pad_r)
+                                                             s->bias_md, s->dst_md, s->strides, s->dilates, s->pad_l, s->pad_r)
                            : dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, s->src_md, wei_any,
-                                                            s->dst_md, s->strides, s->dilates, s->pad_l, s->pad_r);
+                                                             s->dst_md, s->strides, s->dilates, s->pad_l, s->pad_r);
       s->fwd_pd = dnnl::convolution_forward::primitive_desc(d, engine());
       s->fwd = dnnl::convolution_forward(s->fwd_pd);
       return 0;
@@ -119,7 +119,8 @@ Tensor DnnlConv2d::forward(ExecutionContext&, const Tensor& x_in, const Tensor& 
   return y;
 }
 
-void DnnlConv2d::backward(ExecutionContext&, const Tensor& x_in, const Tensor& w, const Tensor& gy_in, Tensor* gx, Tensor* gw, Tensor* gb) {
+void DnnlConv2d::backward(ExecutionContext&, const Tensor& x_in, const Tensor& w, const Tensor& gy_in, Tensor* gx, Tensor* gw,
+                          Tensor* gb) {
   if (!s_) throw_error(ErrorKind::usage, "Conv backward before forward");
   const Tensor x = to_layout(x_in, Layout::nhwc);
   const Tensor gy = to_layout(gy_in, Layout::nhwc);
@@ -127,14 +128,14 @@ void DnnlConv2d::backward(ExecutionContext&, const Tensor& x_in, const Tensor& w
   if (!s.have_bwd) {
     dnnl_call("Conv backward", [&] {
       memory::desc wei_any(s.wei_user_md.dims(), dt::f32, tag::any);
-      auto dd = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any, s.dst_md,
-                                                      s.strides, s.dilates, s.pad_l, s.pad_r);
+      auto dd = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any, s.dst_md, s.strides,
+                                                      s.dilates, s.pad_l, s.pad_r);
       s.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(dd, engine(), s.fwd_pd);
       s.bwd_data = dnnl::convolution_backward_data(s.bwd_data_pd);
       auto wd = s.has_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any,
-                                                                       s.bias_md, s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r)
+                                                                      s.bias_md, s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r)
                            : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, s.src_md, wei_any,
-                                                                       s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r);
+                                                                      s.dst_md, s.strides, s.dilates, s.pad_l, s.pad_r);
       s.bwd_w_pd = dnnl::convolution_backward_weights::primitive_desc(wd, engine(), s.fwd_pd);
       s.bwd_w = dnnl::convolution_backward_weights(s.bwd_w_pd);
       s.have_bwd = true;

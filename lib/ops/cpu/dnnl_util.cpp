@@ -18,12 +18,12 @@ dnnl::stream& stream() {
 }
 
 void rethrow_dnnl(const char* what, const dnnl::error& e) {
-  throw_error(ErrorKind::unsupported, std::string(what) + ": oneDNN: " + e.what() + " (status " +
-                                          std::to_string(static_cast<int>(e.status)) + ")");
+  throw_error(ErrorKind::unsupported,
+              std::string(what) + ": oneDNN: " + e.what() + " (status " + std::to_string(static_cast<int>(e.status)) + ")");
 }
 
-void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+           int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i)
@@ -31,7 +31,8 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
     return;
   }
   dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (st != dnnl_success) throw_error(ErrorKind::unsupported, "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)));
+  if (st != dnnl_success)
+    throw_error(ErrorKind::unsupported, "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)));
 }
 
 void sgemm_fc(int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* W, float beta, float* C) {

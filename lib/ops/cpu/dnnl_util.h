@@ -2,7 +2,6 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
-
 #include <string>
 
 namespace hpcnn::ops::cpu {
@@ -24,8 +23,8 @@ auto dnnl_call(const char* what, Fn&& fn) -> decltype(fn()) {
 }
 
 // Row-major C = alpha * op(A) * op(B) + beta * C via oneDNN's sgemm (A: M x K after op, B: K x N).
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+           int64_t ldb, float beta, float* C, int64_t ldc);
 
 // Row-major C[M, N] = alpha * A[M, K] * W[N, K]^T + beta * C: the FC layer's product (W the weight,
 // transB = 1). A wide output (4 M <= N: a batch of samples against many neurons) is computed as

@@ -1,8 +1,7 @@
-#include "ops/cpu/kernels.h"
-
 #include <cmath>
 
 #include "core/error.h"
+#include "ops/cpu/kernels.h"
 
 namespace hpcnn::ops::cpu {
 

@@ -1,14 +1,14 @@
-#include "ops/cpu/kernels.h"
-
 #include "core/error.h"
 #include "ops/binary.h"
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/kernels.h"
 
 namespace hpcnn::ops::cpu {
 
 namespace {
 void need_2d(const Tensor& t, const char* what) {
-  if (t.rank() != 2) throw_error(ErrorKind::bad_input, std::string("Gemm ") + what + " of shape " + shape_to_string(t.shape()) + " is not 2-D");
+  if (t.rank() != 2)
+    throw_error(ErrorKind::bad_input, std::string("Gemm ") + what + " of shape " + shape_to_string(t.shape()) + " is not 2-D");
 }
 }  // namespace
 
@@ -17,12 +17,15 @@ Tensor gemm_forward(const Tensor& A, const Tensor& B, const Tensor& C, const Gem
   need_2d(B, "B");
   const int64_t M = p.trans_a ? A.dim(1) : A.dim(0), K = p.trans_a ? A.dim(0) : A.dim(1);
   const int64_t KB = p.trans_b ? B.dim(1) : B.dim(0), N = p.trans_b ? B.dim(0) : B.dim(1);
-  if (K != KB) throw_error(ErrorKind::bad_input, "Gemm inner dimensions differ: A " + shape_to_string(A.shape()) + ", B " + shape_to_string(B.shape()));
+  if (K != KB)
+    throw_error(ErrorKind::bad_input,
+                "Gemm inner dimensions differ: A " + shape_to_string(A.shape()) + ", B " + shape_to_string(B.shape()));
   Tensor Y;
   float beta = 0.0f;
   if (C.defined() && p.beta != 0.0f) {
     if (broadcast_shape(C.shape(), {M, N}) != Shape{M, N})
-      throw_error(ErrorKind::bad_input, "Gemm C of shape " + shape_to_string(C.shape()) + " does not broadcast to [" + std::to_string(M) + "," + std::to_string(N) + "]");
+      throw_error(ErrorKind::bad_input, "Gemm C of shape " + shape_to_string(C.shape()) + " does not broadcast to [" +
+                                            std::to_string(M) + "," + std::to_string(N) + "]");
     Y = cpu::binary_forward(BinaryOp::add, Tensor::zeros({M, N}), to_layout(C, Layout::plain));  // C broadcast to [M, N]
     beta = p.beta;
   } else {
@@ -35,8 +38,8 @@ Tensor gemm_forward(const Tensor& A, const Tensor& B, const Tensor& C, const Gem
   return Y;
 }
 
-void gemm_backward(const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p, const Tensor& gy_in,
-                   Tensor* gA, Tensor* gB, Tensor* gC) {
+void gemm_backward(const Tensor& A, const Tensor& B, const Tensor& C, const GemmParams& p, const Tensor& gy_in, Tensor* gA,
+                   Tensor* gB, Tensor* gC) {
   const Tensor gy = to_layout(gy_in, Layout::plain);
   const int64_t M = gy.dim(0), N = gy.dim(1), K = p.trans_a ? A.dim(0) : A.dim(1);
   if (gA) {
@@ -64,10 +67,10 @@ void gemm_backward(const Tensor& A, const Tensor& B, const Tensor& C, const Gemm
 
 namespace {
 struct MatmulShapes {
-  Shape a, b;        // promoted to >= 2-D
-  Shape batch;       // broadcast batch dims
+  Shape a, b;   // promoted to >= 2-D
+  Shape batch;  // broadcast batch dims
   int64_t M, K, N;
-  Shape out;         // numpy result shape (promoted dims removed)
+  Shape out;  // numpy result shape (promoted dims removed)
 };
 
 MatmulShapes matmul_shapes(const Shape& as, const Shape& bs) {

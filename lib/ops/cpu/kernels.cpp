@@ -21,11 +21,10 @@ Kernels make_cpu_kernels() {
   k.batchnorm_backward = [](Ctx&, const Tensor& x, const Tensor& s, const BatchNormStats& st, const Tensor& gy, Tensor* gx,
                             Tensor* gs, Tensor* gb) { cpu::batchnorm_backward(x, s, st, gy, gx, gs, gb); };
   k.sparse_fcl_forward = [](Ctx&, const Tensor& x, const Tensor& A, const Tensor& a, const Tensor& B, const Tensor& b,
-                             SparseFclSaved* s) { return cpu::sparse_fcl_forward(x, A, a, B, b, s); };
+                            SparseFclSaved* s) { return cpu::sparse_fcl_forward(x, A, a, B, b, s); };
   k.sparse_fcl_backward = [](Ctx&, const Tensor& x, const Tensor& A, const Tensor& B, const SparseFclSaved& s, const Tensor& gy,
-                              Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB, Tensor* gb) {
-    cpu::sparse_fcl_backward(x, A, B, s, gy, gx, gA, ga, gB, gb);
-  };
+                             Tensor* gx, Tensor* gA, Tensor* ga, Tensor* gB,
+                             Tensor* gb) { cpu::sparse_fcl_backward(x, A, B, s, gy, gx, gA, ga, gB, gb); };
   k.activation_forward = [](Ctx&, const Tensor& x, const ActivationParams& p) { return cpu::activation_forward(x, p); };
   k.activation_backward = [](Ctx&, const Tensor& s, const Tensor& gy, const ActivationParams& p) {
     return cpu::activation_backward(s, gy, p);
@@ -53,20 +52,28 @@ Kernels make_cpu_kernels() {
                           Tensor* gb) { cpu::add_sub_backward(op, a, la, b, lb, gy, ga, gb); };
   k.reduce_to_shape = [](Ctx&, const Tensor& g, const Shape& to) { return cpu::reduce_to_shape(g, to); };
   k.maxpool_forward = [](Ctx&, const Tensor& x, const Pool2dParams& p, MaxPoolSaved* s) { return cpu::maxpool_forward(x, p, s); };
-  k.maxpool_backward = [](Ctx&, const Shape& xs, const MaxPoolSaved& s, const Tensor& gy) { return cpu::maxpool_backward(xs, s, gy); };
+  k.maxpool_backward = [](Ctx&, const Shape& xs, const MaxPoolSaved& s, const Tensor& gy) {
+    return cpu::maxpool_backward(xs, s, gy);
+  };
   k.avgpool_forward = [](Ctx&, const Tensor& x, const Pool2dParams& p) { return cpu::avgpool_forward(x, p); };
-  k.avgpool_backward = [](Ctx&, const Shape& xs, const Pool2dParams& p, const Tensor& gy) { return cpu::avgpool_backward(xs, p, gy); };
+  k.avgpool_backward = [](Ctx&, const Shape& xs, const Pool2dParams& p, const Tensor& gy) {
+    return cpu::avgpool_backward(xs, p, gy);
+  };
   k.global_avgpool_forward = [](Ctx&, const Tensor& x) { return cpu::global_avgpool_forward(x); };
   k.global_avgpool_backward = [](Ctx&, const Tensor& x, const Tensor& gy) { return cpu::global_avgpool_backward(x, gy); };
   k.concat_forward = [](Ctx&, const std::vector<Tensor>& xs, int64_t axis) { return cpu::concat_forward(xs, axis); };
-  k.concat_backward = [](Ctx&, const std::vector<Shape>& s, int64_t axis, const Tensor& gy) { return cpu::concat_backward(s, axis, gy); };
+  k.concat_backward = [](Ctx&, const std::vector<Shape>& s, int64_t axis, const Tensor& gy) {
+    return cpu::concat_backward(s, axis, gy);
+  };
   k.softmax_forward = [](Ctx&, const Tensor& x, int64_t axis, bool legacy) { return cpu::softmax_forward(x, axis, legacy); };
   k.softmax_backward = [](Ctx&, const Tensor& y, const Tensor& gy, int64_t axis, bool legacy) {
     return cpu::softmax_backward(y, gy, axis, legacy);
   };
   k.transpose_forward = [](Ctx&, const Tensor& x, const std::vector<int64_t>& perm) { return cpu::transpose_forward(x, perm); };
   k.pad_forward = [](Ctx&, const Tensor& x, const std::vector<int64_t>& pads, float v) { return cpu::pad_forward(x, pads, v); };
-  k.pad_backward = [](Ctx&, const Shape& xs, const std::vector<int64_t>& pads, const Tensor& gy) { return cpu::pad_backward(xs, pads, gy); };
+  k.pad_backward = [](Ctx&, const Shape& xs, const std::vector<int64_t>& pads, const Tensor& gy) {
+    return cpu::pad_backward(xs, pads, gy);
+  };
   k.softmax_cross_entropy = [](Ctx&, const Tensor& z, std::span<const int32_t> labels, float e, Tensor* g) {
     return cpu::softmax_cross_entropy(z, labels, e, g);
   };
@@ -74,7 +81,9 @@ Kernels make_cpu_kernels() {
   k.scatter = [](Ctx&, const Tensor& src, const Tensor& pos, Tensor& dst) { cpu::scatter(src, pos, dst); };
   k.scale = [](Ctx&, Tensor& x, float f) { cpu::scale(x, f); };
   k.sgd_update = [](Ctx&, Tensor& w, const Tensor& g, Tensor& v, const SgdParams& p) { cpu::sgd_update(w, g, v, p); };
-  k.lars_update = [](Ctx&, Tensor& w, const Tensor& g, Tensor& v, const SgdParams& p, float t) { cpu::lars_update(w, g, v, p, t); };
+  k.lars_update = [](Ctx&, Tensor& w, const Tensor& g, Tensor& v, const SgdParams& p, float t) {
+    cpu::lars_update(w, g, v, p, t);
+  };
   return k;
 }
 

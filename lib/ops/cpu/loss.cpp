@@ -1,17 +1,17 @@
 // The CPU twin of ops/loss.h.
-#include "ops/cpu/kernels.h"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
+#include "ops/cpu/kernels.h"
 
 namespace hpcnn::ops::cpu {
 
 LossResult softmax_cross_entropy(const Tensor& logits_in, std::span<const int32_t> labels, float eps, Tensor* grad) {
   const Tensor logits = to_layout(logits_in, Layout::plain);
-  if (logits.rank() != 2) throw_error(ErrorKind::bad_input, "logits of shape " + shape_to_string(logits.shape()) + " are not [N, K]");
+  if (logits.rank() != 2)
+    throw_error(ErrorKind::bad_input, "logits of shape " + shape_to_string(logits.shape()) + " are not [N, K]");
   const int64_t N = logits.dim(0), K = logits.dim(1);
   if (static_cast<int64_t>(labels.size()) != N)
     throw_error(ErrorKind::bad_input, std::to_string(labels.size()) + " labels for " + std::to_string(N) + " logits rows");

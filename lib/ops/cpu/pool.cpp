@@ -1,12 +1,11 @@
 // Pooling on the CPU in nhwc: the channel loop is innermost and contiguous.
-#include "ops/cpu/kernels.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/error.h"
 #include "ops/conv.h"
+#include "ops/cpu/kernels.h"
 
 namespace hpcnn::ops::cpu {
 
@@ -18,7 +17,9 @@ struct Geometry {
 };
 
 Geometry geometry(const Shape& xs, const Pool2dParams& p, const char* op) {
-  if (xs.size() != 4) throw_error(ErrorKind::unsupported, std::string(op) + " of a " + std::to_string(xs.size()) + "-D input: only 2-D pooling is supported");
+  if (xs.size() != 4)
+    throw_error(ErrorKind::unsupported,
+                std::string(op) + " of a " + std::to_string(xs.size()) + "-D input: only 2-D pooling is supported");
   Geometry g{xs[0], xs[1], xs[2], xs[3], 0, 0, p.pads};
   Conv2dParams cp;
   cp.stride = p.stride;
@@ -31,7 +32,8 @@ Geometry geometry(const Shape& xs, const Pool2dParams& p, const char* op) {
   for (int i = 0; i < 2; ++i) {
     const int64_t ek = (p.kernel[i] - 1) * p.dilation[i] + 1;
     const int64_t span = in[i] + g.pads[i] + g.pads[i + 2] - ek;
-    if (span < 0) throw_error(ErrorKind::bad_input, std::string(op) + " window larger than the padded input " + shape_to_string(xs));
+    if (span < 0)
+      throw_error(ErrorKind::bad_input, std::string(op) + " window larger than the padded input " + shape_to_string(xs));
     if (p.ceil_mode && p.auto_pad == "NOTSET") {
       out[i] = (span + p.stride[i] - 1) / p.stride[i] + 1;
       if ((out[i] - 1) * p.stride[i] >= in[i] + g.pads[i]) --out[i];  // last window must start inside

@@ -9,7 +9,8 @@ namespace hpcnn::ops::cpu {
 namespace {
 int64_t norm_axis(int64_t axis, int rank, const char* op) {
   if (axis < -rank || axis >= rank)
-    throw_error(ErrorKind::bad_input, std::string(op) + " axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+    throw_error(ErrorKind::bad_input,
+                std::string(op) + " axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
 }
 // A concatenation as [outer, axis * inner] rows; the nhwc channel concat is outer = N*H*W, inner = 1.
@@ -40,7 +41,8 @@ Tensor concat_forward(const std::vector<Tensor>& xs, int64_t axis_in) {
     if (x.rank() != rank) throw_error(ErrorKind::bad_input, "Concat inputs of different ranks");
     for (int d = 0; d < rank; ++d)
       if (d != axis && x.dim(d) != out[d])
-        throw_error(ErrorKind::bad_input, "Concat input " + shape_to_string(x.shape()) + " does not match " + shape_to_string(xs[0].shape()));
+        throw_error(ErrorKind::bad_input,
+                    "Concat input " + shape_to_string(x.shape()) + " does not match " + shape_to_string(xs[0].shape()));
     out[axis] += x.dim(static_cast<int>(axis));
   }
   const auto [outer, inner] = concat_view(out, axis, nhwc);
@@ -146,7 +148,9 @@ Tensor transpose_forward(const Tensor& x_in, const std::vector<int64_t>& perm_in
   std::vector<int64_t> perm = perm_in;
   if (perm.empty())
     for (int i = r - 1; i >= 0; --i) perm.push_back(i);
-  if (static_cast<int>(perm.size()) != r) throw_error(ErrorKind::bad_input, "Transpose perm of length " + std::to_string(perm.size()) + " for rank " + std::to_string(r));
+  if (static_cast<int>(perm.size()) != r)
+    throw_error(ErrorKind::bad_input,
+                "Transpose perm of length " + std::to_string(perm.size()) + " for rank " + std::to_string(r));
   std::vector<bool> seen(static_cast<size_t>(r), false);
   for (int64_t p : perm) {
     if (p < 0 || p >= r || seen[static_cast<size_t>(p)]) throw_error(ErrorKind::bad_input, "Transpose perm is not a permutation");
@@ -205,7 +209,8 @@ void for_each_pad_row(const Shape& xs, const std::vector<int64_t>& pads, const S
 Tensor pad_forward(const Tensor& x_in, const std::vector<int64_t>& pads, float value) {
   const Tensor x = to_layout(x_in, Layout::plain);
   const int r = x.rank();
-  if (static_cast<int>(pads.size()) != 2 * r) throw_error(ErrorKind::bad_input, "Pad with " + std::to_string(pads.size()) + " pads for rank " + std::to_string(r));
+  if (static_cast<int>(pads.size()) != 2 * r)
+    throw_error(ErrorKind::bad_input, "Pad with " + std::to_string(pads.size()) + " pads for rank " + std::to_string(r));
   Shape ys = x.shape();
   for (int d = 0; d < r; ++d) {
     if (pads[d] < 0 || pads[d + r] < 0) throw_error(ErrorKind::unsupported, "Pad with negative pads (cropping)");

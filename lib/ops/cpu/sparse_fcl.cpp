@@ -16,14 +16,15 @@ struct Dims {
 };
 
 Dims check(const Tensor& x, const Tensor& A, const Tensor& B) {
-  if (x.rank() != 4) throw_error(ErrorKind::bad_input, "sparse FCL input must be [N, C, H, W], got " + shape_to_string(x.shape()));
+  if (x.rank() != 4)
+    throw_error(ErrorKind::bad_input, "sparse FCL input must be [N, C, H, W], got " + shape_to_string(x.shape()));
   Dims d{x.dim(0), x.dim(1), x.dim(2) * x.dim(3), A.rank() >= 1 ? A.dim(0) : 0, B.rank() == 2 ? B.dim(0) : 0};
   if (A.numel() != d.r * d.C || (A.rank() != 2 && A.rank() != 4))
     throw_error(ErrorKind::bad_input, "sparse FCL reduction weight " + shape_to_string(A.shape()) + " does not match " +
                                           std::to_string(d.C) + " input channels");
   if (B.rank() != 2 || B.dim(1) != d.r * d.HW)
-    throw_error(ErrorKind::bad_input, "sparse FCL weight " + shape_to_string(B.shape()) + " does not take " + std::to_string(d.r) +
-                                          " x " + std::to_string(d.HW) + " reduced features");
+    throw_error(ErrorKind::bad_input, "sparse FCL weight " + shape_to_string(B.shape()) + " does not take " +
+                                          std::to_string(d.r) + " x " + std::to_string(d.HW) + " reduced features");
   return d;
 }
 
@@ -48,7 +49,9 @@ Tensor sparse_fcl_forward(const Tensor& x_in, const Tensor& A, const Tensor& a, 
   Tensor z({d.N * d.HW, d.r});
   sgemm(false, true, d.N * d.HW, d.r, d.C, 1.0f, x.data(), d.C, A.data(), d.C, 0.0f, z.data(), d.r);
   if (a.defined()) {
-    if (a.numel() != d.r) throw_error(ErrorKind::bad_input, "sparse FCL reduction bias has " + std::to_string(a.numel()) + " values, not " + std::to_string(d.r));
+    if (a.numel() != d.r)
+      throw_error(ErrorKind::bad_input,
+                  "sparse FCL reduction bias has " + std::to_string(a.numel()) + " values, not " + std::to_string(d.r));
     float* zp = z.data();
     const float* ap = a.data();
     for (int64_t i = 0; i < d.N * d.HW; ++i)

@@ -9,16 +9,16 @@ namespace hpcnn::ops::cpu {
 namespace {
 void same_length(const Tensor& a, const Tensor& b, const char* what) {
   if (a.numel() != b.numel())
-    throw_error(ErrorKind::bad_input, std::string(what) + ": " + std::to_string(a.numel()) + " and " + std::to_string(b.numel()) +
-                                          " elements");
+    throw_error(ErrorKind::bad_input,
+                std::string(what) + ": " + std::to_string(a.numel()) + " and " + std::to_string(b.numel()) + " elements");
 }
 
 void check_positions(const Tensor& positions, int64_t n, const char* what) {
   const int64_t* pos = positions.data_as<int64_t>();
   for (int64_t j = 0; j < positions.numel(); ++j)
     if (pos[j] < 0 || pos[j] >= n)
-      throw_error(ErrorKind::bad_input, std::string(what) + ": position " + std::to_string(pos[j]) + " outside [0, " +
-                                            std::to_string(n) + ")");
+      throw_error(ErrorKind::bad_input,
+                  std::string(what) + ": position " + std::to_string(pos[j]) + " outside [0, " + std::to_string(n) + ")");
 }
 }  // namespace
 

@@ -1,14 +1,13 @@
 // The cuBLAS twin of the sparse FCL op (ops/cuda/sparse_fcl_cuda.h): cuBLAS SGEMMs and three
 // small kernels (the reduced activations between positions-major and the FC's channel-major
 // order, the bias broadcast over rows, column sums).
-#include "ops/cuda/sparse_fcl_cuda.h"
-
 #include <algorithm>
 #include <string>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/sparse_fcl_cuda.h"
 
 namespace hpcnn::ops::cuda {
 namespace {
@@ -95,15 +94,15 @@ void gemm_row_major(cublasHandle_t h, bool ta, bool tb, int64_t M, int64_t N, in
 
 size_t sparse_fcl_work_floats(const SparseFclShape& s) { return static_cast<size_t>(2 * s.N * s.features()); }
 
-void sparse_fcl_forward(cublasHandle_t h, const SparseFclShape& s, const float* x, const float* A, const float* a,
-                        const float* B, const float* b, float* z, float* y, float* work) {
+void sparse_fcl_forward(cublasHandle_t h, const SparseFclShape& s, const float* x, const float* A, const float* a, const float* B,
+                        const float* b, float* z, float* y, float* work) {
   check_shape(s);
   const int64_t P = s.N * s.HW, F = s.features();
-  float* zp = work;  // [P, r]
+  float* zp = work;                                                            // [P, r]
   gemm_row_major(h, false, true, P, s.r, s.C, x, s.C, A, s.C, 0.0f, zp, s.r);  // zp = x A^T
   if (a) add_bias(h, zp, a, P, s.r);
-  reorder(h, zp, z, s, true);                                               // z [N, F]
-  gemm_row_major(h, false, true, s.N, s.O, F, z, F, B, F, 0.0f, y, s.O);    // y = z B^T
+  reorder(h, zp, z, s, true);                                             // z [N, F]
+  gemm_row_major(h, false, true, s.N, s.O, F, z, F, B, F, 0.0f, y, s.O);  // y = z B^T
   if (b) add_bias(h, y, b, s.N, s.O);
 }
 
@@ -114,12 +113,12 @@ void sparse_fcl_backward(cublasHandle_t h, const SparseFclShape& s, const float*
   if (gB) gemm_row_major(h, true, false, s.O, F, s.N, gy, s.O, z, F, 0.0f, gB, F);  // gB = gy^T z, B's layout
   if (gb) sum_columns(h, gy, gb, s.N, s.O);
   if (!gx && !gA && !ga) return;
-  float* gzc = work;              // [N, F]
-  float* gz = work + s.N * F;     // [P, r]
+  float* gzc = work;                                                          // [N, F]
+  float* gz = work + s.N * F;                                                 // [P, r]
   gemm_row_major(h, false, false, s.N, F, s.O, gy, s.O, B, F, 0.0f, gzc, F);  // gzc = gy B
   reorder(h, gzc, gz, s, false);
   if (ga) sum_columns(h, gz, ga, P, s.r);
-  if (gA) gemm_row_major(h, true, false, s.r, s.C, P, gz, s.r, x, s.C, 0.0f, gA, s.C);  // gA = gz^T x
+  if (gA) gemm_row_major(h, true, false, s.r, s.C, P, gz, s.r, x, s.C, 0.0f, gA, s.C);   // gA = gz^T x
   if (gx) gemm_row_major(h, false, false, P, s.C, s.r, gz, s.r, A, s.C, 0.0f, gx, s.C);  // gx = gz A
 }
 

@@ -1,7 +1,5 @@
 // The CUDA twins of the element-wise training ops (ops/cuda/train_ops_cuda.h): grid-stride
 // kernels; LARS's norms as fixed-grid block sums in double, tree-reduced in a fixed order.
-#include "ops/cuda/train_ops_cuda.h"
-
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -10,26 +8,31 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/train_ops_cuda.h"
 
 namespace hpcnn::ops::cuda {
 namespace {
 
 constexpr int kNormBlocks = kThreads;  // the update kernel reduces the block sums with one thread each
 
-__global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ pos, int64_t n, float* __restrict__ dst) {
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) dst[j] = src[pos[j]];
+__global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ pos, int64_t n,
+                              float* __restrict__ dst) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x)
+    dst[j] = src[pos[j]];
 }
 
-__global__ void scatter_kernel(const float* __restrict__ src, const int64_t* __restrict__ pos, int64_t n, float* __restrict__ dst) {
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) dst[pos[j]] = src[j];
+__global__ void scatter_kernel(const float* __restrict__ src, const int64_t* __restrict__ pos, int64_t n,
+                               float* __restrict__ dst) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x)
+    dst[pos[j]] = src[j];
 }
 
 __global__ void scale_kernel(float* __restrict__ x, int64_t n, float f) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) x[j] *= f;
 }
 
-__global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v, int64_t n, float lr, float mu,
-                           float wd, bool nesterov) {
+__global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v, int64_t n, float lr,
+                           float mu, float wd, bool nesterov) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) {
     const float gj = g[j] + wd * w[j];
     const float vj = mu * v[j] + gj;
@@ -65,8 +68,8 @@ __global__ void norm_sums_kernel(const float* __restrict__ w, const float* __res
   }
 }
 
-__global__ void lars_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v, int64_t n, float lr, float mu,
-                            float wd, float trust, const double* __restrict__ work) {
+__global__ void lars_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v, int64_t n, float lr,
+                            float mu, float wd, float trust, const double* __restrict__ work) {
   __shared__ double sw[kThreads], sg[kThreads];
   sw[threadIdx.x] = work[threadIdx.x];
   sg[threadIdx.x] = work[kNormBlocks + threadIdx.x];
@@ -104,7 +107,8 @@ __global__ void softmax_xent_kernel(const float* __restrict__ z_all, const int32
     hits[n] = (greater == 0 ? 1 : 0) + (greater < 5 ? 2 : 0);
     if (grad) {
       float* gr = grad + n * K;
-      for (int64_t k = 0; k < K; ++k) gr[k] = static_cast<float>((exp(static_cast<double>(z[k]) - lse) - (k == label ? on : off)) / N);
+      for (int64_t k = 0; k < K; ++k)
+        gr[k] = static_cast<float>((exp(static_cast<double>(z[k]) - lse) - (k == label ? on : off)) / N);
     }
   }
 }
@@ -120,8 +124,8 @@ void check_positions(const int64_t* positions, int64_t count, int64_t n, const c
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (int64_t j = 0; j < count; ++j)
     if (host[j] < 0 || host[j] >= n)
-      throw_error(ErrorKind::bad_input, std::string(what) + ": position " + std::to_string(host[j]) + " (index " + std::to_string(j) +
-                                            ") outside [0, " + std::to_string(n) + ")");
+      throw_error(ErrorKind::bad_input, std::string(what) + ": position " + std::to_string(host[j]) + " (index " +
+                                            std::to_string(j) + ") outside [0, " + std::to_string(n) + ")");
 }
 
 void gather(const float* src, const int64_t* positions, int64_t count, float* dst, cudaStream_t stream) {
@@ -150,7 +154,8 @@ void sgd_update(float* w, const float* g, float* v, int64_t n, const SgdStep& p,
 
 size_t lars_work_doubles() { return 2 * kNormBlocks; }
 
-void lars_update(float* w, const float* g, float* v, int64_t n, const SgdStep& p, float trust, double* work, cudaStream_t stream) {
+void lars_update(float* w, const float* g, float* v, int64_t n, const SgdStep& p, float trust, double* work,
+                 cudaStream_t stream) {
   if (n <= 0) return;
   norm_sums_kernel<<<kNormBlocks, kThreads, 0, stream>>>(w, g, n, work);
   HPCNN_CUDA_CHECK(cudaGetLastError());
@@ -166,14 +171,15 @@ size_t loss_work_bytes(int64_t N) {
 LossSums softmax_cross_entropy(const float* logits, int64_t N, int64_t K, std::span<const int32_t> labels, float eps, float* grad,
                                void* work, cudaStream_t stream) {
   if (N < 0 || K <= 0)
-    throw_error(ErrorKind::bad_input, "logits of shape [" + std::to_string(N) + ", " + std::to_string(K) + "] are not [N, K] with K > 0");
+    throw_error(ErrorKind::bad_input,
+                "logits of shape [" + std::to_string(N) + ", " + std::to_string(K) + "] are not [N, K] with K > 0");
   if (static_cast<int64_t>(labels.size()) != N)
     throw_error(ErrorKind::bad_input, std::to_string(labels.size()) + " labels for " + std::to_string(N) + " logits rows");
   if (N == 0) return {};  // the CPU twin's mean over an empty batch
   for (int64_t n = 0; n < N; ++n)
     if (labels[n] < 0 || labels[n] >= K)
-      throw_error(ErrorKind::bad_input, "label " + std::to_string(labels[n]) + " of sample " + std::to_string(n) + " is outside [0, " +
-                                            std::to_string(K) + ")");
+      throw_error(ErrorKind::bad_input, "label " + std::to_string(labels[n]) + " of sample " + std::to_string(n) +
+                                            " is outside [0, " + std::to_string(K) + ")");
   auto* base = static_cast<unsigned char*>(work);
   auto* d_labels = reinterpret_cast<int32_t*>(base);
   auto* d_loss = reinterpret_cast<double*>(base + align8(N * sizeof(int32_t)));

@@ -62,7 +62,7 @@ struct LossSums {
 // Scratch of softmax_cross_entropy in bytes: the labels, the per-sample losses and hits.
 size_t loss_work_bytes(int64_t N);
 // labels: N class indices in host memory (checked there first). Synchronous (the sums come back).
-LossSums softmax_cross_entropy(const float* logits, int64_t N, int64_t K, std::span<const int32_t> labels,
-                               float label_smoothing, float* grad, void* work, cudaStream_t stream);
+LossSums softmax_cross_entropy(const float* logits, int64_t N, int64_t K, std::span<const int32_t> labels, float label_smoothing,
+                               float* grad, void* work, cudaStream_t stream);
 
 }  // namespace hpcnn::ops::cuda
