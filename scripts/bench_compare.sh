@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Old build against new build, interleaved in one run (old, new, old, new, ...), best of ROUNDS
-# (default 3), for the README's benchmarks: the huffgpu CPU codec (huffman_bench, TOTAL of the
+# (default 3), for the benchmarks of studies/: the huffgpu CPU codec (huffman_bench, TOTAL of the
 # corpus and Fashion-MNIST: encode/decode MB/s at 1 and 2 threads), training steps (train_bench
 # on the two models of scripts/bench_models.py at 1 and 2 threads), dist-train (images/s at 1 and
 # 2 ranks, ms/step of the 90%-sparse CNN dense and sparse: scripts/bench_dist.sh) and prune-rate on

@@ -1,7 +1,7 @@
 // hpcnn fcl: the factorisations that initialise a structured sparse first FC layer from the dense
 // one (Matsumura et al., "A novel structured sparse fully connected layer in convolutional neural
 // networks", CCPE 2021, doi 10.1002/cpe.6213; the exact layer shape is our reading of it, see
-// README.md).
+// tools/sparsify-fcl/README.md).
 //
 // The dense layer: y[o] = sum_{c, s} W[o, c*HW + s] * x[c, s] + b[o], for an input of C channels
 // and HW = H*W positions flattened channel-major (ONNX Flatten / Reshape of NCHW), O outputs.

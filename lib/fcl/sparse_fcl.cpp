@@ -42,7 +42,7 @@ bool channel_preserving(const std::string& op) {
                                          "Identity", "InstanceNormalization",
                                          // Global pooling leaves [N, C, 1, 1]: the inserted 1x1 Conv then reads
                                          // one value per channel, and the channel structure is a rank-c'
-                                         // factorisation W [O, C] = B [O, c'] A [c', C] of the FC (README).
+                                         // factorisation W [O, C] = B [O, c'] A [c', C] of the FC (tools/sparsify-fcl/README.md).
                                          "GlobalAveragePool", "GlobalMaxPool"};
   return ops.count(op) > 0;
 }

@@ -2,7 +2,7 @@
 // convolution with a structured sparse one (Matsumura, Ito, Nakano, Kasagi, Tabaru, "A novel
 // structured sparse fully connected layer in convolutional neural networks", CCPE 2021,
 // doi 10.1002/cpe.6213). We could not read the paper's full text: the layer shapes below are our
-// reading of its arithmetic (README.md, "sparsify-fcl").
+// reading of its arithmetic (tools/sparsify-fcl/README.md).
 //
 // The pattern: X [N, C, H, W] (produced by a Conv, through BatchNormalization / activations /
 // pooling) -> Flatten (axis 1) or Reshape to [N, C*H*W] -> (Dropout / Identity)* -> Gemm (transA 0)
@@ -59,7 +59,7 @@ struct SparsifyOptions {
 // Checks the option combination. ErrorKind::usage.
 void validate_options(const SparsifyOptions& options);
 
-// Runs the job; returns the report (fields in README.md).
+// Runs the job; returns the report (fields in tools/sparsify-fcl/README.md).
 nlohmann::ordered_json run_sparsify(const SparsifyOptions& options);
 
 }  // namespace hpcnn::fcl

@@ -1,6 +1,6 @@
 // hpcnn ops: the structured sparse first FC layer (Matsumura et al., "A novel structured sparse
 // fully connected layer in convolutional neural networks", CCPE 2021, doi 10.1002/cpe.6213; the
-// shape is our reading of the paper, see README.md "sparsify-fcl"): a 1x1 channel reduction shared
+// shape is our reading of the paper, see tools/sparsify-fcl/README.md): a 1x1 channel reduction shared
 // over the positions, then a dense layer over the reduced features, as one op:
 //   z[n, k, s] = sum_c A[k, c] * x[n, c, s] + a[k]              (k < r, s < H*W)
 //   y[n, o]    = sum_{k, s} B[o, k*HW + s] * z[n, k, s] + b[o]   (ONNX Flatten order: channel-major)

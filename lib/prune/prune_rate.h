@@ -6,7 +6,7 @@
 // layer, data-driven from the loss and connection sensitivity with a global bound, or the global
 // threshold closest to a parameter/MAC reduction target) or takes one uniform
 // rate for every group (the L1-norm baseline: the smallest filters go first), optionally writes
-// the physically smaller model, and returns the report (JSON; fields in README.md).
+// the physically smaller model, and returns the report (JSON; fields in tools/prune-rate/README.md).
 #pragma once
 
 #include <filesystem>

@@ -7,7 +7,7 @@
 // statistics, no Dropout, no augmentation) on batches b = 0 .. B-1 of `batch_size` consecutive
 // samples from the start of the data (the last one smaller when the data end first). For each
 // batch, with the gradients cleared before it (the authors' loop never clears them; we take that
-// for an oversight and say so in the README):
+// for an oversight and say so in tools/prune-rate/README.md):
 //   loss_b      the mean softmax cross-entropy of the batch (no label smoothing)
 //   s_{b,p}     sum over the elements i of parameter p of 1 / |dloss_b/dw_i|, where a gradient
 //               that is exactly 0 counts as 1e7 (contributing 1e-7), as the authors do

@@ -21,7 +21,7 @@ for tool in dist-train huffgpu-decode; do
   exe=$bin/$tool
   [ -x "$exe" ] || fail "$exe is missing or not executable"
   missing=$(ldd "$exe" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
-  [ -z "$missing" ] || fail "$exe: shared libraries not found on this node: $missing(see README: libraries on the nodes)"
+  [ -z "$missing" ] || fail "$exe: shared libraries not found on this node: $missing(see scripts/cluster/README.md: libraries on the nodes)"
   version=$("$exe" --version 2>&1) || fail "$exe does not start: $version"
   ok "$tool starts: $version"
 done
