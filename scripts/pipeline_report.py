@@ -9,6 +9,7 @@ final model in onnxruntime over the test set and records its accuracy beside dis
 import argparse
 import glob
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -45,29 +46,73 @@ def lines(path):
         return [json.loads(x) for x in f if x.strip()]
 
 
-def read_idx(path, bin_dir):
-    """An IDX file (raw, gzip or huffgpu) as a numpy array."""
+def file_bytes(path, bin_dir):
+    """The bytes of a data file with its compression undone (huffgpu, gzip), and its name without
+    .huf/.gz (the name decides CIFAR-10 binary, as in lib/data/format.h)."""
     with open(path, "rb") as f:
-        head = f.read(4)
-    if head == b"HUFG":
+        data = f.read()
+    name = os.path.basename(path)
+    if data[:4] == b"HUFG":
         data = subprocess.run([os.path.join(bin_dir, "huffgpu-decode", "huffgpu-decode"), "-c", path],
                               capture_output=True, check=True).stdout
-    elif head[:2] == b"\x1f\x8b":
-        with gzip.open(path) as f:
-            data = f.read()
-    else:
-        with open(path, "rb") as f:
-            data = f.read()
+        name = name[:-4] if name.endswith(".huf") else name
+    elif data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+        name = name[:-3] if name.endswith(".gz") else name
+    return data, name
+
+
+def read_idx(data):
     ndim = data[3]
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
     return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
+def read_images(path, bin_dir):
+    """Images as the dist-train loader reads them (lib/data: IDX (N, H, W); NPY (N, H, W),
+    (N, C, H, W) or channels-last (N, H, W, C) when the last dim is 1, 3 or 4 and dim 1 is not,
+    uint8 or float; CIFAR-10 binary by its .bin name, 3073-byte records), each possibly gzip- or
+    huffgpu-compressed: (NCHW array, u8 or float32; labels for CIFAR-10, else None)."""
+    data, name = file_bytes(path, bin_dir)
+    if data[:6] == b"\x93NUMPY":
+        a = np.load(io.BytesIO(data), allow_pickle=False)
+        if a.ndim == 3:
+            a = a[:, None]
+        elif a.ndim == 4 and a.shape[3] in (1, 3, 4) and a.shape[1] not in (1, 3, 4):
+            a = a.transpose(0, 3, 1, 2)
+        elif a.ndim != 4:
+            raise ValueError(f"{path}: images of shape {a.shape}")
+        return (a if a.dtype == np.uint8 else a.astype(np.float32)), None
+    if name.endswith(".bin"):
+        rec = np.frombuffer(data, np.uint8).reshape(-1, 3073)
+        return rec[:, 1:].reshape(-1, 3, 32, 32), rec[:, 0].astype(np.int64)
+    return read_idx(data)[:, None], None
+
+
+def read_labels(path, bin_dir):
+    data, _ = file_bytes(path, bin_dir)
+    if data[:6] == b"\x93NUMPY":
+        return np.load(io.BytesIO(data), allow_pickle=False).astype(np.int64)
+    return read_idx(data).astype(np.int64)
+
+
+def normalised(images, mean, std):
+    """(x / 255 for uint8 pixels - mean[c]) / std[c], one value or one per channel (data/augment.h)."""
+    c = images.shape[1]
+    m = np.asarray(mean if len(mean) > 1 else mean * c, np.float32).reshape(1, c, 1, 1)
+    s = np.asarray(std if len(std) > 1 else std * c, np.float32).reshape(1, c, 1, 1)
+    x = images.astype(np.float32)
+    if images.dtype == np.uint8:
+        x = x / np.float32(255)
+    return ((x - m) / s).astype(np.float32)
+
+
 def onnxruntime_accuracy(model, cfg, bin_dir):
-    images = read_idx(cfg["data"]["test_images"], bin_dir)
-    labels = read_idx(cfg["data"]["test_labels"], bin_dir)
-    mean, std = np.float32(cfg["augmentation"]["mean"][0]), np.float32(cfg["augmentation"]["std"][0])
-    x = ((images.astype(np.float32) / np.float32(255) - mean) / std)[:, None, :, :].astype(np.float32)
+    images, labels = read_images(cfg["data"]["test_images"], bin_dir)
+    if labels is None:
+        labels = read_labels(cfg["data"]["test_labels"], bin_dir)
+    aug = cfg.get("augmentation", {})
+    x = normalised(images, aug.get("mean") or [0.0], aug.get("std") or [1.0])
     so = ort.SessionOptions()
     so.log_severity_level = 3
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
@@ -232,7 +277,7 @@ def main():
                    f"{wall(s['seconds'])} |\n" for s in steps)
     md = [f"# Pipeline run {os.path.abspath(run)}\n", head + rows]
     if data:
-        md.append("\nData: the files as given (gzip here) -> their huffgpu shards (huffgpu-encode of the "
+        md.append("\nData: the files as given -> their huffgpu shards (huffgpu-encode of the "
                   "decompressed bytes): " + ", ".join(
                       f"{d['key']} {d['source_bytes']:,} -> {d['shard_bytes']:,} bytes" for d in data) + "\n")
     if check:

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -20,13 +21,13 @@ from test_dist_train import FM, fashion_mnist, small_idx  # noqa: F401 (the data
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tiny_vgg(path, seed=0):
+def tiny_vgg(path, seed=0, channels=1):
     """Conv(8)-BN-ReLU-Pool, Conv(16)-BN-ReLU-Pool, Flatten, FC(784 -> 64)-ReLU, FC(64 -> 10)."""
     rng = np.random.default_rng(seed)
     def w(*s):
         return (rng.standard_normal(s) * np.sqrt(2.0 / int(np.prod(s[1:])))).astype(np.float32)
     inits, nodes, x = [], [], "x"
-    for i, (cin, cout) in enumerate([(1, 8), (8, 16)]):
+    for i, (cin, cout) in enumerate([(channels, 8), (8, 16)]):
         inits += [numpy_helper.from_array(w(cout, cin, 3, 3), f"c{i}.w"),
                   numpy_helper.from_array(np.ones(cout, np.float32), f"b{i}.s"),
                   numpy_helper.from_array(np.zeros(cout, np.float32), f"b{i}.b"),
@@ -44,7 +45,7 @@ def tiny_vgg(path, seed=0):
               helper.make_node("Gemm", ["f", "fc1.w", "fc1.b"], ["h"], transB=1, name="fc1"),
               helper.make_node("Relu", ["h"], ["hr"]),
               helper.make_node("Gemm", ["hr", "fc2.w", "fc2.b"], ["logits"], transB=1, name="fc2")]
-    g = helper.make_graph(nodes, "tiny_vgg", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+    g = helper.make_graph(nodes, "tiny_vgg", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", channels, 28, 28])],
                           [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
@@ -176,3 +177,107 @@ def test_bad_pipeline_configuration(tmp_path):
     p = pipeline(cfg)
     assert p.returncode == 1 and "not JSON" in p.stderr
     assert not (tmp_path / "run" / "1-train").exists()
+
+
+def rgb_net(path, channels, size, seed=1):
+    """Conv(C -> 2, 3x3) -> Relu -> Flatten -> Gemm(2*H*W -> 10), random weights: a model for any
+    channel count and image size whose predictions depend on every pixel's place and value."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.standard_normal((2, channels, 3, 3)).astype(np.float32), "c.w"),
+             numpy_helper.from_array(rng.standard_normal((10, 2 * size * size)).astype(np.float32), "fc.w"),
+             numpy_helper.from_array(np.zeros(10, np.float32), "fc.b")]
+    nodes = [helper.make_node("Conv", ["x", "c.w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["f"]), helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["logits"], transB=1)]
+    g = helper.make_graph(nodes, "rgb", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", channels, size, size])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return str(path)
+
+
+def predictions(model, x):
+    import onnxruntime as ort
+    return ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0].argmax(1)
+
+
+@pytest.mark.parametrize("fmt", ["idx", "idx.gz", "npy-gray-u8", "npy-nchw-u8", "npy-nhwc-f32", "cifar10-bin", "npy.huf"])
+def test_report_reads_every_data_format_the_tools_read(tmp_path, fmt):
+    """The report's independent check (onnxruntime on the test set) reads what dist-train reads:
+    the labels are a random model's own predictions on the images preprocessed here, by NumPy (so
+    100% is right, and a wrong channel order or layout, or pixels not scaled to [0, 1], gives far
+    less); both dist-train --evaluate and the report must find (nearly) 100%."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pipeline_report", REPO / "scripts" / "pipeline_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    rng = np.random.default_rng(5)
+    n, c, size = 200, (1 if fmt in ("idx", "idx.gz", "npy-gray-u8") else 3), (28 if fmt.startswith("idx") else 32)
+    pix = rng.integers(0, 256, (n, c, size, size), dtype=np.uint8)
+    mean, std = [0.4, 0.5, 0.6][:c], [0.2, 0.25, 0.3][:c]
+    x = ((pix.astype(np.float32) / 255 - np.float32(mean).reshape(1, c, 1, 1)) / np.float32(std).reshape(1, c, 1, 1)).astype(np.float32)
+    model = rgb_net(tmp_path / "m.onnx", c, size)
+    labels = predictions(model, x).astype(np.uint8)
+    data = {}
+    if fmt.startswith("idx"):
+        img = struct.pack(">BBBBIII", 0, 0, 8, 3, n, size, size) + pix.tobytes()
+        lbl = struct.pack(">BBBBI", 0, 0, 8, 1, n) + labels.tobytes()
+        if fmt == "idx.gz":
+            import gzip
+            img, lbl = gzip.compress(img), gzip.compress(lbl)
+        (tmp_path / f"img.{fmt}").write_bytes(img)
+        (tmp_path / f"lbl.{fmt}").write_bytes(lbl)
+        data = {"test_images": str(tmp_path / f"img.{fmt}"), "test_labels": str(tmp_path / f"lbl.{fmt}")}
+    elif fmt == "cifar10-bin":
+        (tmp_path / "test_batch.bin").write_bytes(np.concatenate([labels[:, None], pix.reshape(n, -1)], 1).tobytes())
+        data = {"test_images": str(tmp_path / "test_batch.bin"), "test_labels": ""}
+    else:
+        arr = {"npy-gray-u8": pix[:, 0], "npy-nchw-u8": pix, "npy.huf": pix,
+               "npy-nhwc-f32": (pix.astype(np.float32) / 255).transpose(0, 2, 3, 1)}[fmt]
+        np.save(tmp_path / "img.npy", arr)
+        np.save(tmp_path / "lbl.npy", labels.astype(np.int64))
+        data = {"test_images": str(tmp_path / "img.npy"), "test_labels": str(tmp_path / "lbl.npy")}
+        if fmt == "npy.huf":
+            subprocess.run([H.tool("huffgpu-encode"), "--rm", str(tmp_path / "img.npy"), str(tmp_path / "lbl.npy")], check=True)
+            data = {"test_images": str(tmp_path / "img.npy.huf"), "test_labels": str(tmp_path / "lbl.npy.huf")}
+    cfg = {"model": model, "data": dict(data, train_images=data["test_images"], train_labels=data["test_labels"]),
+           "augmentation": {"mean": mean, "std": std}, "eval_batch_size": 64, "threads": 1}
+    (tmp_path / "c.json").write_text(json.dumps(cfg))
+    p = subprocess.run([H.tool("dist-train"), "--config", str(tmp_path / "c.json"), "--evaluate", model], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    ours = json.loads(p.stdout.strip().splitlines()[-1])["test_accuracy"]
+    theirs = report.onnxruntime_accuracy(model, cfg, H.BIN_DIR)
+    assert ours >= 0.98 and theirs >= 0.98, (fmt, ours, theirs)
+
+
+def test_pipeline_on_rgb_npy_data_writes_its_report(tmp_path):
+    """The whole chain on 3-channel channels-last float .npy data (Fashion-MNIST images as RGB in
+    [0, 1]): every step runs, and the report, its plots and its onnxruntime check are written
+    (the report used to die reading the test set as single-channel IDX)."""
+    cfg_path = setup_run(tmp_path)
+    cfg = json.loads(cfg_path.read_text())
+    train = json.loads(Path(cfg["train_config"]).read_text())
+
+    def rgb(key_img, key_lbl, name):
+        raw = Path(train["data"][key_img]).read_bytes()
+        n = struct.unpack(">I", raw[4:8])[0]
+        gray = np.frombuffer(raw, np.uint8, offset=16).reshape(n, 28, 28).astype(np.float32) / 255
+        np.save(tmp_path / f"{name}_img.npy", np.stack([gray, 1 - gray, gray * 0.5], axis=3))
+        lbl = np.frombuffer(Path(train["data"][key_lbl]).read_bytes(), np.uint8, offset=8).astype(np.int64)
+        np.save(tmp_path / f"{name}_lbl.npy", lbl)
+        return str(tmp_path / f"{name}_img.npy"), str(tmp_path / f"{name}_lbl.npy")
+
+    train["data"]["train_images"], train["data"]["train_labels"] = rgb("train_images", "train_labels", "train")
+    train["data"]["test_images"], train["data"]["test_labels"] = rgb("test_images", "test_labels", "test")
+    train["model"] = tiny_vgg(tmp_path / "rgb_vgg.onnx", channels=3)
+    train["augmentation"]["mean"], train["augmentation"]["std"] = [0.29, 0.71, 0.14], [0.35, 0.35, 0.18]
+    Path(cfg["train_config"]).write_text(json.dumps(train))
+    p = pipeline(cfg_path, "-q")
+    assert p.returncode == 0, p.stderr
+    run = tmp_path / "run"
+    r = json.loads((run / "report.json").read_text())
+    assert [s["step"] for s in r["steps"]] == ["train", "prune", "sparsify", "finetune", "polish"]
+    check = r["onnxruntime_check"]
+    assert abs(check["onnxruntime_test_accuracy"] - check["dist_train_test_accuracy"]) <= 0.005, check
+    assert (run / "report.md").exists() and all(is_png(run / f) for f in ("curves.png", "kept_channels.png", "accuracy_vs_params.png"))
