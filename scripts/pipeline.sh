@@ -18,7 +18,8 @@
 # output exists and is newer than its inputs and CONFIG, as make does (delete a step's folder to
 # redo it). Each command is echoed to RUN/pipeline.log and stderr; with -q stderr gets one line
 # per step. A failing step stops the pipeline with its exit status, earlier outputs kept.
-# Environment: HPCNN_BIN (the tools, default build/tools), MPIRUN (default mpirun).
+# Environment: HPCNN_BIN (a build's tools/ or an installed bin/; default: this repository's build/tools
+# when built, else the tools on PATH), MPIRUN (default mpirun).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 config_file="" quiet=0
@@ -31,7 +32,17 @@ for a in "$@"; do
   esac
 done
 [ -n "$config_file" ] || { echo "usage: scripts/pipeline.sh CONFIG [-q]" >&2; exit 1; }
-bin=${HPCNN_BIN:-$here/build/tools}
+# The tools: a build tree's, HPCNN_BIN's, or installed ones on PATH (scripts/tools.sh).
+# shellcheck source=scripts/tools.sh
+. "$here/scripts/tools.sh"
+for t in dist-train prune-rate sparsify-fcl bn-polish huffgpu-encode; do
+  v=${t//-/_}
+  path=$(hpcnn_tool "$t" 2>&1) || { echo "pipeline: $path" >&2; exit 1; }
+  printf -v "$v" '%s' "$path"
+done
+# The folder the report finds them in: a build tree's tools/ (TOOL/TOOL) or a bin/.
+bin=$(dirname "$dist_train")
+[ "$(basename "$bin")" != dist-train ] || bin=$(dirname "$bin")
 py=$here/.venv/bin/python
 [ -x "$py" ] || py=python3
 
@@ -97,7 +108,7 @@ step() {
 # evaluations, the faster one kept (the 2-core VM's speed drifts by 10-25%; the accuracy is the same).
 evaluate() {
   local name=$1 model=$2 e
-  e="$(q "$bin/dist-train/dist-train") --config $(q "$run/train.json") --threads 0 --evaluate $(q "$model")"
+  e="$(q "$dist_train") --config $(q "$run/train.json") --threads 0 --evaluate $(q "$model")"
   step "eval-$name" "$run/eval/$name.json" "$model" -- \
     "mkdir -p $(q "$run/eval") && $e > $(q "$run/eval/$name.1.json") && $e > $(q "$run/eval/$name.2.json") && $(q "$py") -c 'import json,shutil,sys; a,b,o=sys.argv[1:]; shutil.copy(max((a,b), key=lambda f: json.load(open(f))[\"images_per_second\"]), o)' $(q "$run/eval/$name.1.json") $(q "$run/eval/$name.2.json") $(q "$run/eval/$name.json") && rm -f $(q "$run/eval/$name.1.json") $(q "$run/eval/$name.2.json")"
   "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'pipeline: {sys.argv[2]}: test accuracy {100*d[\"test_accuracy\"]:.2f}%, {d[\"parameters\"]:,} parameters, {d[\"macs\"]:,} MACs, {d[\"images_per_second\"]:.0f} images/s')" \
@@ -110,7 +121,7 @@ say "run folder $run, configuration $config_file, $ranks rank(s)"
 
 # The layers the prune step keeps must be layers of the model: checked now, not after training.
 if [ -n "$keep_args" ]; then
-  eval "$(q "$bin/prune-rate/prune-rate") $(q "$model") --rate 0 -q$keep_args" > /dev/null \
+  eval "$(q "$prune_rate") $(q "$model") --rate 0 -q$keep_args" > /dev/null \
     || { echo "pipeline: error: prune.keep of $config_file does not fit $model" >&2; exit 1; }
 fi
 
@@ -124,9 +135,9 @@ for key in train_images train_labels test_images test_labels; do
     name=$(basename "$src" .gz)
     shard=$run/data/$name.huf
     if [[ $src == *.gz ]]; then
-      cmd="gzip -dc $(q "$src") > $(q "$run/data/$name") && $(q "$bin/huffgpu-encode/huffgpu-encode") -q -f --rm $(q "$run/data/$name")"
+      cmd="gzip -dc $(q "$src") > $(q "$run/data/$name") && $(q "$huffgpu_encode") -q -f --rm $(q "$run/data/$name")"
     else
-      cmd="cp $(q "$src") $(q "$run/data/$name") && $(q "$bin/huffgpu-encode/huffgpu-encode") -q -f --rm $(q "$run/data/$name")"
+      cmd="cp $(q "$src") $(q "$run/data/$name") && $(q "$huffgpu_encode") -q -f --rm $(q "$run/data/$name")"
     fi
     step "data-$key" "$shard" "$src" -- "$cmd"
     sets+=(--set "data.$key=$shard")
@@ -156,12 +167,12 @@ fi
 overrides=""
 for s in "${sets[@]}" --set "data.validation_samples=$validation" --set "seed=$seed" "${train_set[@]}"; do overrides+=" $(q "$s")"; done
 step config "$run/train.json" "$train_config" -- \
-  "$(q "$bin/dist-train/dist-train") --config $(q "$train_config")$overrides --print-config > $(q "$run/train.json")"
+  "$(q "$dist_train") --config $(q "$train_config")$overrides --print-config > $(q "$run/train.json")"
 
 # 3. Training.
 t=$run/1-train
 step train "$t/model.onnx" "$run/train.json" "$model" -- \
-  "mkdir -p $(q "$t") && ${launch}$(q "$bin/dist-train/dist-train") --config $(q "$run/train.json") --model $(q "$model") --epochs $train_epochs -o $(q "$t/model.onnx") --metrics $(q "$t/metrics.jsonl") --checkpoint $(q "$t/checkpoint") -f > $(q "$t/summary.json")"
+  "mkdir -p $(q "$t") && ${launch}$(q "$dist_train") --config $(q "$run/train.json") --model $(q "$model") --epochs $train_epochs -o $(q "$t/model.onnx") --metrics $(q "$t/metrics.jsonl") --checkpoint $(q "$t/checkpoint") -f > $(q "$t/summary.json")"
 evaluate train "$t/model.onnx"
 
 # 4. Pruning: the automatic loop (prune-rate with data-driven thresholds, fine-tuning each candidate).
@@ -173,17 +184,17 @@ evaluate prune "$p/final.onnx"
 # 5. The structured sparse first FC layer, then fine-tuning.
 s=$run/3-sparsify
 step sparsify "$s/model.onnx" "$p/final.onnx" -- \
-  "mkdir -p $(q "$s") && $(q "$bin/sparsify-fcl/sparsify-fcl") $(q "$p/final.onnx") -o $(q "$s/model.onnx") --compression $fcl_compression --init $fcl_init$( [ "$fcl_init" = data ] && echo " --config $(q "$run/train.json")") --report $(q "$s/report.json") -f"
+  "mkdir -p $(q "$s") && $(q "$sparsify_fcl") $(q "$p/final.onnx") -o $(q "$s/model.onnx") --compression $fcl_compression --init $fcl_init$( [ "$fcl_init" = data ] && echo " --config $(q "$run/train.json")") --report $(q "$s/report.json") -f"
 evaluate sparsify "$s/model.onnx"
 f=$run/4-finetune
 step finetune "$f/model.onnx" "$s/model.onnx" -- \
-  "mkdir -p $(q "$f") && ${launch}$(q "$bin/dist-train/dist-train") --config $(q "$run/train.json") --model $(q "$s/model.onnx") --fine-tune --epochs $fcl_epochs -o $(q "$f/model.onnx") --metrics $(q "$f/metrics.jsonl") --checkpoint $(q "$f/checkpoint") -f > $(q "$f/summary.json")"
+  "mkdir -p $(q "$f") && ${launch}$(q "$dist_train") --config $(q "$run/train.json") --model $(q "$s/model.onnx") --fine-tune --epochs $fcl_epochs -o $(q "$f/model.onnx") --metrics $(q "$f/metrics.jsonl") --checkpoint $(q "$f/checkpoint") -f > $(q "$f/summary.json")"
 evaluate finetune "$f/model.onnx"
 
 # 6. BatchNorm statistics on non-augmented data.
 b=$run/5-polish
 step polish "$b/model.onnx" "$f/model.onnx" -- \
-  "mkdir -p $(q "$b") && ${launch}$(q "$bin/bn-polish/bn-polish") $(q "$f/model.onnx") --config $(q "$run/train.json")$( [ "$polish_samples" -gt 0 ] && echo " --samples $polish_samples") -o $(q "$b/model.onnx") --report $(q "$b/report.json") -f"
+  "mkdir -p $(q "$b") && ${launch}$(q "$bn_polish") $(q "$f/model.onnx") --config $(q "$run/train.json")$( [ "$polish_samples" -gt 0 ] && echo " --samples $polish_samples") -o $(q "$b/model.onnx") --report $(q "$b/report.json") -f"
 evaluate polish "$b/model.onnx"
 
 # 7. The report.

@@ -46,6 +46,14 @@ def lines(path):
         return [json.loads(x) for x in f if x.strip()]
 
 
+def tool_path(bin_dir, name):
+    """A tool in a build tree's tools/ (NAME/NAME) or a bin/ (NAME), as scripts/tools.sh finds them."""
+    for p in (os.path.join(bin_dir, name, name), os.path.join(bin_dir, name)):
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return os.path.join(bin_dir, name, name)
+
+
 def file_bytes(path, bin_dir):
     """The bytes of a data file with its compression undone (huffgpu, gzip), and its name without
     .huf/.gz (the name decides CIFAR-10 binary, as in lib/data/format.h)."""
@@ -53,7 +61,7 @@ def file_bytes(path, bin_dir):
         data = f.read()
     name = os.path.basename(path)
     if data[:4] == b"HUFG":
-        data = subprocess.run([os.path.join(bin_dir, "huffgpu-decode", "huffgpu-decode"), "-c", path],
+        data = subprocess.run([tool_path(bin_dir, "huffgpu-decode"), "-c", path],
                               capture_output=True, check=True).stdout
         name = name[:-4] if name.endswith(".huf") else name
     elif data[:2] == b"\x1f\x8b":
@@ -143,7 +151,7 @@ def wall(seconds):
 
 def version(bin_dir, tool):
     try:
-        return subprocess.run([os.path.join(bin_dir, tool, tool), "--version"], capture_output=True, text=True,
+        return subprocess.run([tool_path(bin_dir, tool), "--version"], capture_output=True, text=True,
                               timeout=60).stdout.strip()
     except OSError:
         return "unknown"

@@ -54,7 +54,8 @@
 #                          iterations run as usual. Their log entries say "replayed": true, and
 #                          summary.json's seconds count the skipped fine-tunings at LOG's
 #                          durations: the loop's cost, not the replay's.
-# Environment: HPCNN_BIN (folder with prune-rate/ and dist-train/, default build/tools), MPIRUN.
+# Environment: HPCNN_BIN (a build's tools/ or an installed bin/; default: this repository's build/tools when
+# built, else the tools on PATH: scripts/tools.sh), MPIRUN.
 #
 # Outputs in DIR: final.onnx (the last accepted model, or a copy of MODEL), log.json (one entry per
 # iteration: rates, parameters, MACs, loss, validation accuracy, U, accepted), summary.json (before
@@ -62,7 +63,8 @@
 # iteration it<i>/ with the prune report, the candidate, the fine-tuned model and its metrics.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin=${HPCNN_BIN:-$here/build/tools}
+# shellcheck source=scripts/tools.sh
+. "$here/scripts/tools.sh"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; }
 die() { echo "prune_loop: error: $*" >&2; exit 1; }
 
@@ -92,6 +94,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$model" ] && [ -n "$config" ] && [ -n "$out" ] || die "usage: prune_loop.sh MODEL --config TRAIN.json --out DIR [options]"
+# The tools: a build tree's, HPCNN_BIN's, or installed ones on PATH (scripts/tools.sh).
+prune_rate=$(hpcnn_tool prune-rate 2>&1) || die "${prune_rate#error: }"
+dist_train=$(hpcnn_tool dist-train 2>&1) || die "${dist_train#error: }"
 [ -f "$model" ] || die "no model '$model'"
 if [ -n "$replay" ]; then
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert isinstance(d, list) and all(isinstance(e, dict) and e.get('iteration') == k + 1 for k, e in enumerate(d))" \
@@ -104,7 +109,7 @@ done
 if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ "$force" != 1 ]; then die "'$out' is not empty (-f reuses it)"; fi
 # The kept layers are checked against the model before any work (no data, no output).
 if [ ${#keep[@]} -gt 0 ]; then
-  "$bin/prune-rate/prune-rate" "$model" --rate 0 "${keep[@]}" -q > /dev/null || die "--keep '$keep_list' does not fit '$model'"
+  "$prune_rate" "$model" --rate 0 "${keep[@]}" -q > /dev/null || die "--keep '$keep_list' does not fit '$model'"
 fi
 mkdir -p "$out"
 py=python3
@@ -127,8 +132,8 @@ if [ "$ranks" -gt 1 ]; then
 fi
 common=(--set "data.validation_samples=$validation")
 [ -z "$seed" ] || common+=(--set "seed=$seed")
-dist() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$bin/dist-train/dist-train" --config "$config" "${common[@]}" "$@"; }
-prune() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$bin/prune-rate/prune-rate" --config "$config" \
+dist() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$dist_train" --config "$config" "${common[@]}" "$@"; }
+prune() { OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "${launch[@]}" "$prune_rate" --config "$config" \
             --margin "$margin" --batches "$batches" "${keep[@]}" "$@"; }
 evaluate() {  # MODEL SPLIT -> accuracy in percent
   dist --evaluate "$1" --split "$2" > "$out/.eval.json"
@@ -137,7 +142,7 @@ evaluate() {  # MODEL SPLIT -> accuracy in percent
 
 t0=$SECONDS
 if [ -z "$lr" ]; then
-  lr=$("$bin/dist-train/dist-train" --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
+  lr=$("$dist_train" --config "$config" --print-config | $py -c "import json,sys; print(json.load(sys.stdin)['lr']['base'] / 10)")
 fi
 log="$out/log.json"
 resume_at=0  # the interrupted iteration, whose prune report, candidate and checkpoint are reused
@@ -289,8 +294,8 @@ cp "$current" "$out/final.onnx.tmp" && mv "$out/final.onnx.tmp" "$out/final.onnx
 acc_after=$(evaluate "$out/final.onnx" validation)
 test_before=$(evaluate "$out/original.onnx" test)
 test_after=$(evaluate "$out/final.onnx" test)
-"$bin/prune-rate/prune-rate" "$out/final.onnx" --rate 0 > "$out/.costs_after.json"
-"$bin/prune-rate/prune-rate" "$out/original.onnx" --rate 0 > "$out/.costs_before.json"
+"$prune_rate" "$out/final.onnx" --rate 0 > "$out/.costs_after.json"
+"$prune_rate" "$out/original.onnx" --rate 0 > "$out/.costs_before.json"
 rm -f "$out/.eval.json"
 $py - "$out" "$stop" "$((SECONDS - t0))" "$acc_before" "$acc_after" "$test_before" "$test_after" "$repeats" "$keep_list" > "$out/summary.json.tmp" <<'EOF'
 import json, sys

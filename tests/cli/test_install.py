@@ -94,3 +94,30 @@ def test_find_package_builds_a_program_of_ones_own(prefix, tmp_path):
     logs = "".join(p.read_text() for p in tmp_path.glob("*.log"))
     assert r.returncode == 0, r.stdout + r.stderr + logs
     assert r.stdout.split() == ["0.1.0", str(len(onnx.load(model).graph.node))]
+
+
+def test_scripts_run_the_installed_tools(prefix, tmp_path):
+    """scripts/prune_loop.sh and scripts/pipeline.sh find installed tools: through HPCNN_BIN set to
+    the prefix's bin/ (they used to look for bin/TOOL/TOOL: "Not a directory", exit 126), and on
+    PATH when no build tree is beside them (a copy of scripts/ alone)."""
+    repo = Path(__file__).resolve().parents[2]
+    model = tiny_cnn(str(tmp_path / "tiny.onnx"))
+    (tmp_path / "c.json").write_text("{}")
+    copy = tmp_path / "copy"
+    shutil.copytree(repo / "scripts", copy / "scripts")
+    loop_args = f"{model} --config {tmp_path}/c.json --out {tmp_path}/loop --keep no_such_layer"
+    for how, script in ((f"HPCNN_BIN={prefix}/bin bash {repo}/scripts/prune_loop.sh", "loop"),
+                        (f"bash {copy}/scripts/prune_loop.sh", "loop"),
+                        (f"HPCNN_BIN={prefix}/bin bash {repo}/scripts/pipeline.sh", "pipeline"),
+                        (f"bash {copy}/scripts/pipeline.sh", "pipeline")):
+        args = loop_args if script == "loop" else f"{tmp_path}/no_such_pipeline.json"
+        r = as_user(prefix, f"{how} {args}", tmp_path)
+        # The tool ran and refused the input: found and executed, not "Not a directory" (126).
+        assert r.returncode in (1, 2), (how, r.returncode, r.stderr)
+        assert "Not a directory" not in r.stderr and "no dist-train" not in r.stderr and "no prune-rate" not in r.stderr, r.stderr
+        if script == "loop":
+            assert "--keep 'no_such_layer' does not fit" in r.stderr, r.stderr
+    # Without the tools anywhere: a clear error naming where it looked.
+    r = subprocess.run(["bash", str(copy / "scripts" / "prune_loop.sh"), *loop_args.split()], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}, cwd=tmp_path)
+    assert r.returncode == 1 and "prune_loop: error: no prune-rate" in r.stderr and "not on PATH" in r.stderr, r.stderr
