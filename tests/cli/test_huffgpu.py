@@ -250,6 +250,23 @@ def test_log_lines_only_under_v():
         assert bool(re.search(r"--device auto: .+; using the CPU codec", v)) == falls_back, v
 
 
+def test_data_that_grow_are_named_with_the_reason(tmp_path):
+    """Encoding data that do not compress warns on stderr with both sizes (and, for a compressed
+    format such as gzip, says so and how to do better); -q silences it; the output is still valid."""
+    import gzip as gz
+    data = open(os.path.join(DATA, "html"), "rb").read()
+    (tmp_path / "a.gz").write_bytes(gz.compress(data))
+    p = run([ENC, tmp_path / "a.gz"])
+    size_in, size_out = (tmp_path / "a.gz").stat().st_size, (tmp_path / "a.gz.huf").stat().st_size
+    assert size_out > size_in
+    msg = p.stderr.decode()
+    assert f"a.gz: {size_in} -> {size_out} bytes" in msg and "gzip-compressed already" in msg and "gzip -dc" in msg, msg
+    assert run([DEC, "-c", tmp_path / "a.gz.huf"]).stdout == (tmp_path / "a.gz").read_bytes()
+    assert run([ENC, "-f", "-q", tmp_path / "a.gz"]).stderr == b""
+    (tmp_path / "r.bin").write_bytes(random.Random(3).randbytes(50000))
+    assert b"do not compress (random or compressed data)" in run([ENC, tmp_path / "r.bin"]).stderr
+
+
 def test_help_and_version():
     for t in (ENC, DEC):
         assert b"--threads" in run([t, "--help"]).stdout

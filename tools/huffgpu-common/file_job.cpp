@@ -65,6 +65,22 @@ std::string output_name(const FileJobOptions& o, const std::string& input) {
   return input.substr(0, input.size() - ext.size());
 }
 
+// ": it is gzip-compressed already (...)" when the first bytes are a compressed format's magic.
+std::string compressed_hint(const uint8_t h[6]) {
+  struct Magic {
+    const char* name;
+    std::string bytes;
+  };
+  static const Magic magics[] = {{"gzip", "\x1f\x8b"}, {"zstd", "\x28\xb5\x2f\xfd"}, {"xz", "\xfd" "7zXZ"},
+                                 {"bzip2", "BZh"},       {"huffgpu", "HUFG"},          {"zip", "PK\x03\x04"},
+                                 {"PNG", "\x89PNG"},     {"JPEG", "\xff\xd8\xff"}};
+  for (const Magic& m : magics)
+    if (std::memcmp(h, m.bytes.data(), m.bytes.size()) == 0)
+      return std::string(": it is ") + m.name + "-compressed already, and Huffman coding cannot shrink compressed data" +
+             (std::string(m.name) == "gzip" ? " (decompress it first: gzip -dc FILE | huffgpu-encode -c > FILE.huf)" : "");
+  return " (random or compressed data)";
+}
+
 void process_one(const FileJobOptions& o, const FileHeader& header, const std::string& input, int threads,
                  const ChunkCodec& codec, const std::string& device, nlohmann::ordered_json& stats) {
   const bool from_stdin = input == "-";
@@ -91,6 +107,8 @@ void process_one(const FileJobOptions& o, const FileHeader& header, const std::s
       out->set_mtime(st.st_mtim);
     }
   }
+  uint8_t in_head[6] = {};  // a regular file's first bytes, to name a compressed format it may be in
+  if (o.encode && S_ISREG(st.st_mode)) (void)!::pread(in.get(), in_head, sizeof in_head, 0);
   Checksum64Stream written;  // of everything passed through the sink, to verify a write before --rm
   Sink sink = [&](const uint8_t* p, size_t n) {
     if (o.remove_inputs) written.add(p, n);
@@ -122,6 +140,9 @@ void process_one(const FileJobOptions& o, const FileHeader& header, const std::s
     if (::unlink(input.c_str()) != 0) throw_error(ErrorKind::io, "cannot remove '" + input + "': " + std::strerror(errno));
   }
   const uint64_t orig = s.original_bytes, enc = s.encoded_bytes;
+  if (o.encode && enc > orig && orig > 0)
+    spdlog::warn("{}: {} -> {} bytes (+{:.2f}%): the data do not compress{}", input, orig, enc,
+                 100.0 * static_cast<double>(enc - orig) / static_cast<double>(orig), compressed_hint(in_head));
   stats = {{"file", input},
            {"output", o.test_only ? "" : out_name},
            {"original_bytes", orig},
