@@ -12,6 +12,7 @@
 #include "nn/model.h"
 #include "onnx/graph.h"
 #include "onnx/tensor.h"
+#include "train/input_shape.h"
 #include "train/sensitivity.h"
 
 namespace hpcnn::bn {
@@ -123,6 +124,7 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
   if (o.batch_size < 1) throw_error(ErrorKind::usage, "the batch size must be >= 1");
   if (o.samples < 0) throw_error(ErrorKind::usage, "the number of samples must be >= 0");
   if (samples->size() == 0) throw_error(ErrorKind::bad_input, samples->origin() + " holds no samples");
+  train::check_input_shape(model, origin, *samples);
   if (o.samples > samples->size())
     throw_error(ErrorKind::usage, std::to_string(o.samples) + " samples asked for, but " + samples->origin() + " holds " +
                                       std::to_string(samples->size()));

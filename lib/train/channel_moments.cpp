@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "data/loader.h"
 #include "nn/model.h"
+#include "train/input_shape.h"
 
 namespace hpcnn::train {
 
@@ -13,6 +14,7 @@ ChannelMoment channel_second_moment(const onnx::ModelProto& proto, const std::st
                                     dist::Communicator& comm) {
   if (o.batches < 1 || o.batch_size < 1) throw_error(ErrorKind::usage, "batches and batch size must be >= 1");
   if (samples->size() == 0) throw_error(ErrorKind::bad_input, samples->origin() + " holds no samples");
+  check_input_shape(proto, origin, *samples);
   onnx::ModelProto with_output = proto;
   with_output.mutable_graph()->add_output()->set_name(value);
   nn::Model model(with_output, origin);

@@ -10,6 +10,7 @@
 #include "nn/evaluate.h"
 #include "nn/loss.h"
 #include "nn/model.h"
+#include "train/input_shape.h"
 
 namespace hpcnn::train {
 
@@ -34,6 +35,7 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
   if (o.batches < 1 || o.batch_size < 1) throw_error(ErrorKind::usage, "sensitivity: batches and batch size must be >= 1");
   if (!samples->has_labels()) throw_error(ErrorKind::bad_input, samples->origin() + " has no labels: the loss needs them");
   if (samples->size() == 0) throw_error(ErrorKind::bad_input, samples->origin() + " holds no samples");
+  check_input_shape(proto, origin, *samples);
   const int64_t n = std::min(samples->size(), o.batches * o.batch_size);
   const int64_t B = (n + o.batch_size - 1) / o.batch_size;
 

@@ -30,6 +30,7 @@
 #include "train/batchnorm_sync.h"
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
+#include "train/input_shape.h"
 #include "train/optimizer.h"
 
 namespace hpcnn::train {
@@ -248,6 +249,7 @@ class Trainer {
 
   void open_data() {
     train_src_ = open(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
+    check_input_shape(loaded_.proto, cfg_.model, *train_src_);
     if (cfg_.data.validation_samples > 0) {
       auto [train, validation] = data::split_validation(train_src_, cfg_.data.validation_samples);
       train_src_ = train;
@@ -255,7 +257,10 @@ class Trainer {
       spdlog::info("validation split: the last {} of {} training samples (not trained on)", validation_src_->size(),
                    train_src_->size() + validation_src_->size());
     }
-    if (!cfg_.data.test_images.empty()) test_src_ = open(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
+    if (!cfg_.data.test_images.empty()) {
+      test_src_ = open(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
+      check_input_shape(loaded_.proto, cfg_.model, *test_src_);
+    }
     data::LoaderOptions lo;
     lo.mode = data::LoaderMode::train;
     lo.batch_size = cfg_.batch_size;
@@ -546,6 +551,7 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
               .second;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  check_input_shape(proto.proto, path, *src);
   const nn::EvalResult e = nn::eval_result(evaluate_test(model, cfg, comm, src));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return json{{"model", path},

@@ -509,6 +509,29 @@ def test_label_out_of_range_names_its_place_in_the_labels_file(tmp_path):
     assert p.returncode == 2 and "label 12 of sample 37 of " in p.stderr, p.stderr
 
 
+def test_data_that_do_not_fit_the_model_fail_at_load(tmp_path):
+    """Images whose shape is not the model's input (3x32x32 for a 1x28x28 model) are refused when
+    the data are opened, before any batch runs, by every tool that runs the model on data (exit 2,
+    naming the model, its input and both shapes, nothing written)."""
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "img.npy", rng.integers(0, 256, (64, 3, 32, 32), dtype=np.uint8))
+    np.save(tmp_path / "lbl.npy", rng.integers(0, 10, 64).astype(np.int64))
+    d = {"train_images": str(tmp_path / "img.npy"), "train_labels": str(tmp_path / "lbl.npy"),
+         "test_images": str(tmp_path / "img.npy"), "test_labels": str(tmp_path / "lbl.npy")}
+    cfg = config(tmp_path, data=d, epochs=1, final_polish_epochs=0)
+    model = tmp_path / "tiny.onnx"
+    want = f"the model {model} takes 'x' of shape [N, 1, 28, 28]; the images of {tmp_path / 'img.npy'} are [3, 32, 32]"
+    runs = [[H.tool("dist-train"), "--config", cfg],
+            [H.tool("dist-train"), "--config", cfg, "--evaluate", model],
+            [H.tool("bn-polish"), model, "--config", cfg, "-o", tmp_path / "out.onnx"],
+            [H.tool("prune-rate"), model, "--config", cfg, "-o", tmp_path / "out.onnx"],
+            [H.tool("sparsify-fcl"), model, "--init", "data", "--config", cfg, "--compression", "2", "-o", tmp_path / "out.onnx"]]
+    for cmd in runs:
+        p = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=300)
+        assert p.returncode == 2 and want in p.stderr, (cmd[0], p.returncode, p.stderr)
+        assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "trained.onnx").exists()
+
+
 def test_short_run_clamps_final_polish(tmp_path):
     cfg = config(tmp_path, data=small_idx(tmp_path, 64), final_polish_epochs=2, max_steps_per_epoch=2)
     p = dist_train("--config", cfg, "--epochs", "1")

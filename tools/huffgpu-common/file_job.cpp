@@ -71,9 +71,16 @@ std::string compressed_hint(const uint8_t h[6]) {
     const char* name;
     std::string bytes;
   };
-  static const Magic magics[] = {{"gzip", "\x1f\x8b"}, {"zstd", "\x28\xb5\x2f\xfd"}, {"xz", "\xfd" "7zXZ"},
-                                 {"bzip2", "BZh"},       {"huffgpu", "HUFG"},          {"zip", "PK\x03\x04"},
-                                 {"PNG", "\x89PNG"},     {"JPEG", "\xff\xd8\xff"}};
+  static const Magic magics[] = {{"gzip", "\x1f\x8b"},
+                                 {"zstd", "\x28\xb5\x2f\xfd"},
+                                 {"xz",
+                                  "\xfd"
+                                  "7zXZ"},
+                                 {"bzip2", "BZh"},
+                                 {"huffgpu", "HUFG"},
+                                 {"zip", "PK\x03\x04"},
+                                 {"PNG", "\x89PNG"},
+                                 {"JPEG", "\xff\xd8\xff"}};
   for (const Magic& m : magics)
     if (std::memcmp(h, m.bytes.data(), m.bytes.size()) == 0)
       return std::string(": it is ") + m.name + "-compressed already, and Huffman coding cannot shrink compressed data" +
