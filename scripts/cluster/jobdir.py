@@ -37,6 +37,10 @@ def env_sh(d, job_dir, payload_bytes, bin_dir):
     env = dict(d["environment"])
     env.update(mpi.environment(d))
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
+    if d["mpi"]["flavour"] == "openmpi":
+        # Open MPI refuses to start as root unless told; a job that runs as root (a container, a
+        # test cluster) would otherwise die at its first mpirun.
+        lines.append('if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi')
     settings = {
         "HPCNN_JOB_DIR": job_dir,
         "HPCNN_SCRATCH_PATTERN": d["scratch"],
@@ -77,13 +81,17 @@ def job_sh(d, job_dir, staged_files, dist_train_args, sources):
     if s == "pjm" and staged_files:
         # Fugaku: put the payload into the LLIO cache of the job's nodes before they copy it.
         lines.append("llio_transfer " + " ".join(f'"$job_dir/payload/{_dq(f)}"' for f in staged_files))
+    # A failing step ends the job (set -e) with a last line in the job's output that says so; the
+    # nodes' staged files go whether the job succeeds or fails (a failed cleanup does not hide the
+    # job's own status).
+    lines.append("finish() {")
+    lines.append("  local status=$?")
+    lines.append('  [ "$status" = 0 ] || echo "hpcnn: job $HPCNN_JOB_ID: FAILED with exit status $status (the lines above say where)" >&2')
     if d["stage"]["cleanup"]:
-        # The nodes' staged files go whether the job succeeds or fails (a failed cleanup does not hide
-        # the job's own status).
-        lines.append("cleanup_nodes() {")
         lines.append("  " + mpi.shell(mpi.per_node_command(d)) + ' bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true')
-        lines.append("}")
-        lines.append("trap cleanup_nodes EXIT")
+    lines.append('  return "$status"')
+    lines.append("}")
+    lines.append("trap finish EXIT")
     lines.append(f'echo "hpcnn: job $HPCNN_JOB_ID: staging and checking {d["nodes"]} node(s)"')
     lines.append(mpi.shell(mpi.per_node_command(d)) + ' bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"')
     lines.append(f'echo "hpcnn: job $HPCNN_JOB_ID: training with {total} rank(s)"')

@@ -671,6 +671,8 @@ def test_requeued_job_continues_from_its_checkpoint(tmp_path):
                            text=True, timeout=300)
     assert first.returncode != 0 and "starting fresh" in first.stderr, first.stderr
     assert "injected fault" in first.stderr
+    # The job's output ends with a line that says it failed, and with which status.
+    assert re.search(r"hpcnn: job \S+: FAILED with exit status [1-9]", first.stderr.strip().splitlines()[-1]), first.stderr
     assert (job / "out" / "checkpoint").exists() and not (job / "out" / "trained.onnx").exists()
     second = subprocess.run(["bash", str(job / "job.sh")], env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
@@ -678,6 +680,24 @@ def test_requeued_job_continues_from_its_checkpoint(tmp_path):
     summary = json.loads((job / "out" / "summary.json").read_text().strip().splitlines()[-1])
     assert summary["world_size"] == 2 and summary["steps"] == 8  # 4 steps in each of the 2 epochs
     assert [json.loads(l)["epoch"] for l in (job / "out" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs the job as root, as a root user's --submit does")
+def test_job_run_as_root_needs_no_mpirun_flag(tmp_path):
+    """Open MPI refuses to start as root unless told: a job whose description does not add
+    --allow-run-as-root (as a user's does not) still trains when it runs as root (env.sh tells
+    Open MPI so), where it used to die at its first mpirun with exit 0 from --submit."""
+    job = tmp_path / "job"
+    desc = description(tmp_path)
+    d = json.loads(desc.read_text())
+    d["mpi"]["args"] = ["--oversubscribe"]
+    desc.write_text(json.dumps(d))
+    launch("--cluster", desc, "--config", train_config(tmp_path), "--job-dir", job)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_ALLOW_RUN_AS_ROOT")}
+    p = subprocess.run(["bash", str(job / "job.sh")], capture_output=True, text=True, timeout=300,
+                       env=dict(env, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "done:" in p.stdout and (job / "out" / "trained.onnx").exists()
 
 
 def test_none_job_runs_from_a_job_dir_and_scratch_with_spaces(tmp_path):

@@ -17,10 +17,13 @@ module load hpcx/2.12
 set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
-cleanup_nodes() {
+finish() {
+  local status=$?
+  [ "$status" = 0 ] || echo "hpcnn: job $HPCNN_JOB_ID: FAILED with exit status $status (the lines above say where)" >&2
   mpirun -np 2 --map-by ppr:1:node --bind-to none --hostfile "$SGE_JOB_HOSTLIST" bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+  return "$status"
 }
-trap cleanup_nodes EXIT
+trap finish EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 2 node(s)"
 mpirun -np 2 --map-by ppr:1:node --bind-to none --hostfile "$SGE_JOB_HOSTLIST" bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 8 rank(s)"

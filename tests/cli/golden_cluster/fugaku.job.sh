@@ -21,10 +21,13 @@ set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
 llio_transfer "$job_dir/payload/bin/dist-train" "$job_dir/payload/bin/huffgpu-decode" "$job_dir/payload/data/train_images/img.idx.huf" "$job_dir/payload/data/train_labels/lbl.idx.huf" "$job_dir/payload/data/test_images/img.idx.huf" "$job_dir/payload/data/test_labels/lbl.idx.huf"
-cleanup_nodes() {
+finish() {
+  local status=$?
+  [ "$status" = 0 ] || echo "hpcnn: job $HPCNN_JOB_ID: FAILED with exit status $status (the lines above say where)" >&2
   mpiexec -n 64 bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+  return "$status"
 }
-trap cleanup_nodes EXIT
+trap finish EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 16 node(s)"
 mpiexec -n 64 bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 64 rank(s)"

@@ -8,10 +8,13 @@ job_dir=@JOB@
 set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
-cleanup_nodes() {
+finish() {
+  local status=$?
+  [ "$status" = 0 ] || echo "hpcnn: job $HPCNN_JOB_ID: FAILED with exit status $status (the lines above say where)" >&2
   mpirun -np 1 --map-by ppr:1:node --bind-to none bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+  return "$status"
 }
-trap cleanup_nodes EXIT
+trap finish EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 1 node(s)"
 mpirun -np 1 --map-by ppr:1:node --bind-to none bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 2 rank(s)"

@@ -4,6 +4,7 @@ export OMP_NUM_THREADS=8
 export NCCL_IB_HCA=mlx5
 export NCCL_SOCKET_IFNAME=ib0
 export UCX_TLS=rc,sm,cuda_copy,cuda_ipc
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 HPCNN_JOB_DIR=@JOB@
 HPCNN_SCRATCH_PATTERN=/local/scratch/%u/hpcnn-%j
 HPCNN_NODES=2

@@ -20,10 +20,13 @@ module load nccl/2.21
 set -u
 # shellcheck source=/dev/null
 source "$job_dir/env.sh"
-cleanup_nodes() {
+finish() {
+  local status=$?
+  [ "$status" = 0 ] || echo "hpcnn: job $HPCNN_JOB_ID: FAILED with exit status $status (the lines above say where)" >&2
   srun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash "$job_dir/cleanup.sh" "$HPCNN_JOB_ID" || true
+  return "$status"
 }
-trap cleanup_nodes EXIT
+trap finish EXIT
 echo "hpcnn: job $HPCNN_JOB_ID: staging and checking 2 node(s)"
 srun --nodes=2 --ntasks=2 --ntasks-per-node=1 bash "$job_dir/stage.sh" "$HPCNN_JOB_ID"
 echo "hpcnn: job $HPCNN_JOB_ID: training with 8 rank(s)"
