@@ -90,18 +90,39 @@ step() {
   say "$name: \$ $cmd"
   local t0 status=0
   t0=$(date +%s.%N)
-  bash -c "set -o pipefail; $cmd" >> "$log_file.out" 2>&1 || status=$?
+  mkdir -p "$run/steps"
+  rm -f "$run/steps/$name.skipped"
+  bash -c "set -o pipefail; $cmd" > "$run/steps/$name.out" 2>&1 || status=$?
+  cat "$run/steps/$name.out" >> "$log_file.out"
   if [ "$status" != 0 ]; then
+    # A step allowed not to apply (may_not_apply=1): the tool found that the model has nothing for
+    # it (exit 4, unsupported: sparsify-fcl finds no FC layer to replace). Recorded as skipped with
+    # the tool's reason; the chain goes on. Other failures (a compression out of reach) stop it.
+    local reason
+    reason=$(grep -m1 -E ': error(: | \(rank)' "$run/steps/$name.out" | sed -E 's/^[^:]+: error[^:]*: //' || true)
+    if [ "${may_not_apply:-0}" = 1 ] && [ "$status" = 4 ]; then
+      rm -f "$run/steps/$name.out"
+      skip "$name" "${reason:-exit status $status}"
+      return 1
+    fi
     brief "$name: failed with exit status $status; the last lines of its output ($log_file.out):"
-    tail -n 15 "$log_file.out" >&2
+    tail -n 15 "$run/steps/$name.out" >&2
     exit "$status"
   fi
+  rm -f "$run/steps/$name.out"
   local secs
   secs=$("$py" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$t0" "$(date +%s.%N)")
   mkdir -p "$run/steps"
   "$py" -c "import json,sys; json.dump({'step': sys.argv[1], 'command': sys.argv[2], 'output': sys.argv[3], 'seconds': float(sys.argv[4]), 'inputs': sys.argv[6:]}, open(sys.argv[5], 'w'))" \
     "$name" "$cmd" "$out" "$secs" "$run/steps/$name.json" "${inputs[@]}"
   brief "$name: done in $secs s"
+}
+
+# skip NAME REASON: the step does not run; RUN/steps/NAME.skipped holds the reason (the report lists it).
+skip() {
+  mkdir -p "$run/steps"
+  printf '%s\n' "$2" > "$run/steps/$1.skipped"
+  brief "$1: skipped: $2"
 }
 
 # evaluate NAME MODEL: test accuracy, loss, costs and inference speed of MODEL, one process. Two
@@ -181,24 +202,44 @@ step prune "$p/final.onnx" "$t/model.onnx" -- \
   "HPCNN_BIN=$(q "$bin") bash $(q "$here/scripts/prune_loop.sh") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs --accuracy-drop $prune_drop --margin $prune_margin --validation $validation --seed $seed$loop_args"
 evaluate prune "$p/final.onnx"
 
-# 5. The structured sparse first FC layer, then fine-tuning.
+# 5. The structured sparse first FC layer, then fine-tuning (sparsify.enabled: auto skips a model
+# without a first FC layer after its convolutions that sparsify-fcl can replace, saying why).
 s=$run/3-sparsify
-step sparsify "$s/model.onnx" "$p/final.onnx" -- \
-  "mkdir -p $(q "$s") && $(q "$sparsify_fcl") $(q "$p/final.onnx") -o $(q "$s/model.onnx") --compression $fcl_compression --init $fcl_init$( [ "$fcl_init" = data ] && echo " --config $(q "$run/train.json")") --report $(q "$s/report.json") -f"
-evaluate sparsify "$s/model.onnx"
 f=$run/4-finetune
-step finetune "$f/model.onnx" "$s/model.onnx" -- \
-  "mkdir -p $(q "$f") && ${launch}$(q "$dist_train") --config $(q "$run/train.json") --model $(q "$s/model.onnx") --fine-tune --epochs $fcl_epochs -o $(q "$f/model.onnx") --metrics $(q "$f/metrics.jsonl") --checkpoint $(q "$f/checkpoint") -f > $(q "$f/summary.json")"
-evaluate finetune "$f/model.onnx"
+final=$p/final.onnx
+if [ "$fcl_enabled" = false ]; then
+  skip sparsify "sparsify.enabled is false in $config_file"
+elif may_not_apply=$([ "$fcl_enabled" = auto ] && echo 1 || echo 0) step sparsify "$s/model.onnx" "$p/final.onnx" -- \
+  "mkdir -p $(q "$s") && $(q "$sparsify_fcl") $(q "$p/final.onnx") -o $(q "$s/model.onnx") --compression $fcl_compression --init $fcl_init$( [ "$fcl_init" = data ] && echo " --config $(q "$run/train.json")") --report $(q "$s/report.json") -f"; then
+  evaluate sparsify "$s/model.onnx"
+  step finetune "$f/model.onnx" "$s/model.onnx" -- \
+    "mkdir -p $(q "$f") && ${launch}$(q "$dist_train") --config $(q "$run/train.json") --model $(q "$s/model.onnx") --fine-tune --epochs $fcl_epochs -o $(q "$f/model.onnx") --metrics $(q "$f/metrics.jsonl") --checkpoint $(q "$f/checkpoint") -f > $(q "$f/summary.json")"
+  evaluate finetune "$f/model.onnx"
+  final=$f/model.onnx
+fi
+[ "$final" = "$f/model.onnx" ] || skip finetune "no sparse FC layer to fine-tune (the sparsify step did not run)"
 
-# 6. BatchNorm statistics on non-augmented data.
+# 6. BatchNorm statistics on non-augmented data (polish.enabled: auto skips a model without
+# BatchNormalization, saying so: PyTorch's default ONNX export folds it into the convolutions).
 b=$run/5-polish
-step polish "$b/model.onnx" "$f/model.onnx" -- \
-  "mkdir -p $(q "$b") && ${launch}$(q "$bn_polish") $(q "$f/model.onnx") --config $(q "$run/train.json")$( [ "$polish_samples" -gt 0 ] && echo " --samples $polish_samples") -o $(q "$b/model.onnx") --report $(q "$b/report.json") -f"
-evaluate polish "$b/model.onnx"
+if [ "$polish_enabled" = false ]; then
+  skip polish "polish.enabled is false in $config_file"
+else
+  step polish "$b/model.onnx" "$final" -- \
+    "mkdir -p $(q "$b") && ${launch}$(q "$bn_polish") $(q "$final") --config $(q "$run/train.json")$( [ "$polish_samples" -gt 0 ] && echo " --samples $polish_samples") -o $(q "$b/model.onnx") --report $(q "$b/report.json") -f"
+  if "$py" -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['layers'] else 1)" "$b/report.json"; then
+    evaluate polish "$b/model.onnx"
+    final=$b/model.onnx
+  elif [ "$polish_enabled" = auto ]; then
+    skip polish "$(basename "$final") has no BatchNormalization node: nothing to polish (a model exported by PyTorch's default torch.onnx.export has its BatchNorm folded into the convolutions; docs/your-model.md shows the export that keeps it)"
+  else
+    echo "pipeline: error: polish.enabled is true but $final has no BatchNormalization node" >&2
+    exit 4
+  fi
+fi
 
 # 7. The report.
-step report "$run/report.md" "$b/model.onnx" "$run/eval/polish.json" -- \
+step report "$run/report.md" "$final" -- \
   "$(q "$py") $(q "$here/scripts/pipeline_report.py") $(q "$run") --bin $(q "$bin") --pipeline-seconds $((SECONDS - t_start))"
 cat "$run/summary.txt" >&2
 brief "done in $((SECONDS - t_start)) s: $run/report.md, $run/report.json, plots $run/*.png"

@@ -19,8 +19,9 @@ SCHEMA = {
     "train": (dict, {"epochs": (int, 0), "set": (list, [])}),
     "prune": (dict, {"iterations": (int, 6), "finetune_epochs": (int, 2), "accuracy_drop": (float, 0.3),
                      "margin": (float, 0.1), "keep": (list, []), "finetune_lr": (float, 0.0)}),
-    "sparsify": (dict, {"compression": (float, 20.0), "init": (str, "data"), "finetune_epochs": (int, 2)}),
-    "polish": (dict, {"samples": (int, 0)}),
+    "sparsify": (dict, {"enabled": ("auto", "auto"), "compression": (float, 20.0), "init": (str, "data"),
+                        "finetune_epochs": (int, 2)}),
+    "polish": (dict, {"enabled": ("auto", "auto"), "samples": (int, 0)}),
 }
 
 
@@ -47,6 +48,11 @@ def fill(raw, schema, where, origin):
             out[key] = default
             continue
         v = raw[key]
+        if kind == "auto":  # true, false or "auto"
+            if not (isinstance(v, bool) or v == "auto"):
+                fail(f"{origin}: '{name}' must be true, false or \"auto\", not {json.dumps(v)}")
+            out[key] = v
+            continue
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool)) if kind is float else \
              (isinstance(v, int) and not isinstance(v, bool)) if kind is int else isinstance(v, kind)
         if not ok:
@@ -109,6 +115,8 @@ def main():
         "prune_lr": c["prune"]["finetune_lr"],
         "fcl_compression": c["sparsify"]["compression"], "fcl_init": c["sparsify"]["init"],
         "fcl_epochs": c["sparsify"]["finetune_epochs"], "polish_samples": c["polish"]["samples"],
+        "fcl_enabled": json.dumps(c["sparsify"]["enabled"]).strip('"'),
+        "polish_enabled": json.dumps(c["polish"]["enabled"]).strip('"'),
     }
     for k, v in out.items():
         print(f"{k}={shlex.quote(str(v))}")

@@ -165,10 +165,15 @@ def main():
     a = ap.parse_args()
     run = a.run
     cfg = load(os.path.join(run, "train.json"))
-    steps = []
+    steps, skipped = [], []
     for name, rel, what in STEPS:
         e = load(os.path.join(run, "eval", f"{name}.json"))
         s = load(os.path.join(run, "steps", f"{name}.json"), {})
+        marker = os.path.join(run, "steps", f"{name}.skipped")
+        if os.path.exists(marker):  # the step did not apply (pipeline.sh's skip): listed with its reason
+            with open(marker) as f:
+                skipped.append({"step": name, "reason": f.read().strip()})
+            continue
         if e is None:
             continue
         steps.append({"step": name, "what": what, "model": os.path.join(run, rel), "command": s.get("command"),
@@ -196,11 +201,12 @@ def main():
     if final:
         check = {"model": final["model"], "onnxruntime_test_accuracy": onnxruntime_accuracy(final["model"], cfg, a.bin),
                  "dist_train_test_accuracy": final["test_accuracy"]}
-    report = {"run": os.path.abspath(run), "steps": steps, "data": data, "settings": settings, "onnxruntime_check": check,
-              "pipeline_seconds": a.pipeline_seconds}
+    report = {"run": os.path.abspath(run), "steps": steps, "skipped": skipped, "data": data, "settings": settings,
+              "onnxruntime_check": check, "pipeline_seconds": a.pipeline_seconds}
     prune_summary = load(os.path.join(run, "2-prune", "summary.json"))
-    fcl = load(os.path.join(run, "3-sparsify", "report.json"))
-    polish = load(os.path.join(run, "5-polish", "report.json"))
+    skipped_names = {x["step"] for x in skipped}
+    fcl = None if "sparsify" in skipped_names else load(os.path.join(run, "3-sparsify", "report.json"))
+    polish = None if "polish" in skipped_names else load(os.path.join(run, "5-polish", "report.json"))
     if prune_summary:
         report["prune"] = prune_summary
     if fcl:
@@ -284,6 +290,8 @@ def main():
                    f"{100 * s['test_accuracy']:.2f}% | {s['test_loss']:.4f} | {s['images_per_second']:,.0f} | "
                    f"{wall(s['seconds'])} |\n" for s in steps)
     md = [f"# Pipeline run {os.path.abspath(run)}\n", head + rows]
+    for x in skipped:
+        md.append(f"\nSkipped: {x['step']}: {x['reason']}\n")
     if data:
         md.append("\nData: the files as given -> their huffgpu shards (huffgpu-encode of the "
                   "decompressed bytes): " + ", ".join(
@@ -296,10 +304,24 @@ def main():
     md.append("\n![curves](curves.png)\n\n![kept channels](kept_channels.png)\n\n![accuracy vs parameters](accuracy_vs_params.png)\n")
     with open(os.path.join(run, "report.md"), "w") as f:
         f.write("".join(md))
-    summary = "\n".join(f"  {s['step']:9s} {s['parameters']:>10,} params {s['macs']:>13,} MACs  "
-                        f"test {100 * s['test_accuracy']:6.2f}%  {s['images_per_second']:>8,.0f} images/s" for s in steps)
+    # The closing table on the terminal: a header, one line per step, the overall change, the
+    # skipped steps and what to do next.
+    lines_ = [f"pipeline: summary of {os.path.abspath(run)}",
+              f"  {'step':9s} {'parameters':>12s} {'MACs':>14s} {'test accuracy':>14s} {'images/s':>9s}"]
+    lines_ += [f"  {s['step']:9s} {s['parameters']:>12,} {s['macs']:>14,} {100 * s['test_accuracy']:>13.2f}% "
+               f"{s['images_per_second']:>9,.0f}" for s in steps]
+    if len(steps) > 1:
+        a, b = steps[0], steps[-1]
+        lines_.append(f"  overall: {a['parameters'] / max(b['parameters'], 1):.1f}x fewer parameters, "
+                      f"{a['macs'] / max(b['macs'], 1):.2f}x fewer MACs, test accuracy {100 * a['test_accuracy']:.2f}% -> "
+                      f"{100 * b['test_accuracy']:.2f}% ({100 * (b['test_accuracy'] - a['test_accuracy']):+.2f} points)")
+    lines_ += [f"  skipped: {x['step']}: {x['reason']}" for x in skipped]
+    if final:
+        lines_.append(f"  next: the final model is {final['model']}; the report {os.path.join(os.path.abspath(run), 'report.md')}; "
+                      f"more fine-tuning: dist-train --config {os.path.join(os.path.abspath(run), 'train.json')} --model "
+                      f"{final['model']} --fine-tune --epochs N -o tuned.onnx")
     with open(os.path.join(run, "summary.txt"), "w") as f:
-        f.write(summary + "\n")
+        f.write("\n".join(lines_) + "\n")
     if check and abs(check["onnxruntime_test_accuracy"] - check["dist_train_test_accuracy"]) > 0.005:
         print(f"pipeline_report: error: onnxruntime's test accuracy {check['onnxruntime_test_accuracy']:.4f} differs from "
               f"dist-train's {check['dist_train_test_accuracy']:.4f} by more than 0.5 points", file=sys.stderr)

@@ -138,7 +138,7 @@ def test_pipeline_runs_every_step_and_reports_what_the_tools_printed(tmp_path):
         assert is_png(run / png), png
     assert "| polish |" in (run / "report.md").read_text()
     # -q: one line per step on stderr, the commands in the log.
-    assert "dist-train" in (run / "pipeline.log").read_text() and len(p.stderr.splitlines()) < 30, p.stderr
+    assert "dist-train" in (run / "pipeline.log").read_text() and len(p.stderr.splitlines()) < 36, p.stderr  # steps + summary
 
     # A rerun skips every step and changes nothing.
     mtimes = {f: f.stat().st_mtime_ns for f in run.rglob("*.onnx")}
@@ -281,3 +281,60 @@ def test_pipeline_on_rgb_npy_data_writes_its_report(tmp_path):
     check = r["onnxruntime_check"]
     assert abs(check["onnxruntime_test_accuracy"] - check["dist_train_test_accuracy"]) <= 0.005, check
     assert (run / "report.md").exists() and all(is_png(run / f) for f in ("curves.png", "kept_channels.png", "accuracy_vs_params.png"))
+
+
+def tiny_resnet(path, seed=0):
+    """Conv(8)-Relu, a residual block Conv-Relu-Conv + skip, Relu, GlobalAveragePool, Flatten,
+    Gemm(8 -> 10): a ResNet-style head (no FC layer after the convolutions that sparsify-fcl can
+    replace: the pooled map comes from an Add) and no BatchNormalization (as PyTorch's default
+    export leaves a model)."""
+    rng = np.random.default_rng(seed)
+    def w(*s):
+        return (rng.standard_normal(s) * np.sqrt(2.0 / int(np.prod(s[1:])))).astype(np.float32)
+    inits = [numpy_helper.from_array(w(8, 1, 3, 3), "c0.w"), numpy_helper.from_array(w(8, 8, 3, 3), "c1.w"),
+             numpy_helper.from_array(w(8, 8, 3, 3), "c2.w"), numpy_helper.from_array(w(10, 8), "fc.w"),
+             numpy_helper.from_array(np.zeros(10, np.float32), "fc.b")]
+    nodes = [helper.make_node("Conv", ["x", "c0.w"], ["c0"], pads=[1, 1, 1, 1], name="conv0"),
+             helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("Conv", ["r0", "c1.w"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "c2.w"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             helper.make_node("Add", ["c2", "r0"], ["s"]), helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["logits"], transB=1, name="fc")]
+    g = helper.make_graph(nodes, "tiny_resnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return str(path)
+
+
+def test_steps_that_do_not_apply_are_skipped_with_their_reason(tmp_path):
+    """A ResNet-style model without BatchNorm: sparsify-fcl finds no FC layer to replace (exit 4),
+    so sparsify and its fine-tuning are skipped, and bn-polish finds no BatchNorm, so polish is
+    skipped: each with its reason in the log, the report and the closing summary; the chain goes on
+    and the report's final model is the pruned one. sparsify.enabled true makes the first a failure."""
+    cfg_path = setup_run(tmp_path, prune={"iterations": 1, "finetune_epochs": 1, "accuracy_drop": 50.0})
+    cfg = json.loads(cfg_path.read_text())
+    train = json.loads(Path(cfg["train_config"]).read_text())
+    train["model"] = tiny_resnet(tmp_path / "tiny_resnet.onnx")
+    Path(cfg["train_config"]).write_text(json.dumps(train))
+    p = pipeline(cfg_path, "-q")
+    assert p.returncode == 0, p.stderr
+    assert "sparsify: skipped: " in p.stderr and "no Conv -> Flatten/Reshape -> Gemm/MatMul pattern" in p.stderr, p.stderr
+    assert "finetune: skipped: no sparse FC layer to fine-tune" in p.stderr
+    assert "polish: skipped: final.onnx has no BatchNormalization node" in p.stderr and "folded into the convolutions" in p.stderr
+    run = tmp_path / "run"
+    r = json.loads((run / "report.json").read_text())
+    assert [s["step"] for s in r["steps"]] == ["train", "prune"]
+    assert [x["step"] for x in r["skipped"]] == ["sparsify", "finetune", "polish"]
+    assert r["onnxruntime_check"]["model"].endswith("2-prune/final.onnx")
+    summary = (run / "summary.txt").read_text()
+    assert "overall:" in summary and "skipped: polish:" in summary and "next: the final model is" in summary, summary
+    assert "Skipped: sparsify:" in (run / "report.md").read_text()
+    # Asked for explicitly, the step's refusal stops the pipeline with sparsify-fcl's exit status.
+    cfg["sparsify"] = dict(cfg.get("sparsify", {}), enabled=True)
+    cfg_path.write_text(json.dumps(cfg))
+    p = pipeline(cfg_path, "-q")
+    assert p.returncode == 4 and "sparsify: failed with exit status 4" in p.stderr, p.stderr

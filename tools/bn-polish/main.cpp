@@ -107,7 +107,10 @@ int main(int argc, char** argv) {
             hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (r.layers.empty() && comm->rank() == 0)
-          spdlog::warn("{} has no BatchNormalization node: the model is written unchanged", model);
+          spdlog::warn(
+              "{} has no BatchNormalization node: the model is written unchanged (PyTorch's default torch.onnx.export "
+              "folds BatchNorm into the convolutions; docs/your-model.md shows the export that keeps it)",
+              model);
         else
           spdlog::info("{} BatchNormalization node(s) re-estimated over {} samples of {} in {} pass(es), {:.1f} s",
                        r.layers.size(), r.samples, td.images, r.passes, secs);
