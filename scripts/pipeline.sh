@@ -92,7 +92,18 @@ step() {
   t0=$(date +%s.%N)
   mkdir -p "$run/steps"
   rm -f "$run/steps/$name.skipped"
-  bash -c "set -o pipefail; $cmd" > "$run/steps/$name.out" 2>&1 || status=$?
+  bash -c "set -o pipefail; $cmd" > "$run/steps/$name.out" 2>&1 &
+  local pid=$!
+  # On a terminal, a training step shows its progress on one line (epoch, accuracy, time left),
+  # from the metrics file the command writes (watch=FILE EPOCHS).
+  if [ -n "${watch:-}" ] && [ -t 2 ]; then
+    while kill -0 "$pid" 2> /dev/null; do
+      progress_line "$name" $watch
+      sleep 2
+    done
+    printf '\r\033[K' >&2
+  fi
+  wait "$pid" || status=$?
   cat "$run/steps/$name.out" >> "$log_file.out"
   if [ "$status" != 0 ]; then
     # A step allowed not to apply (may_not_apply=1): the tool found that the model has nothing for
@@ -116,6 +127,24 @@ step() {
   "$py" -c "import json,sys; json.dump({'step': sys.argv[1], 'command': sys.argv[2], 'output': sys.argv[3], 'seconds': float(sys.argv[4]), 'inputs': sys.argv[6:]}, open(sys.argv[5], 'w'))" \
     "$name" "$cmd" "$out" "$secs" "$run/steps/$name.json" "${inputs[@]}"
   brief "$name: done in $secs s"
+}
+
+# progress_line NAME METRICS EPOCHS: "NAME: epoch 3/15, test accuracy 91.20%, about 6 min left" on
+# one terminal line, from the last line of a dist-train metrics file.
+progress_line() {
+  [ -s "$2" ] || return 0
+  local line
+  line=$("$py" - "$2" "$3" <<'PY' 2> /dev/null
+import json, sys
+rows = [json.loads(x) for x in open(sys.argv[1]) if x.strip()]
+last, total = rows[-1], int(sys.argv[2])
+left = (total - last["epoch"]) * sum(r["seconds"] for r in rows) / len(rows)
+acc = next((f"{k.split('_')[0]} accuracy {100 * last[k]:.2f}%" for k in ("test_accuracy", "validation_accuracy") if k in last), "")
+print(f"epoch {last['epoch']}/{total}, {acc}, about {left / 60:.0f} min left" if left >= 90 else
+      f"epoch {last['epoch']}/{total}, {acc}, under 2 min left")
+PY
+) || return 0
+  printf '\r\033[K%s' "pipeline: $1: $line" >&2
 }
 
 # skip NAME REASON: the step does not run; RUN/steps/NAME.skipped holds the reason (the report lists it).
@@ -192,7 +221,7 @@ step config "$run/train.json" "$train_config" -- \
 
 # 3. Training.
 t=$run/1-train
-step train "$t/model.onnx" "$run/train.json" "$model" -- \
+watch="$t/metrics.jsonl $train_epochs" step train "$t/model.onnx" "$run/train.json" "$model" -- \
   "mkdir -p $(q "$t") && ${launch}$(q "$dist_train") --config $(q "$run/train.json") --model $(q "$model") --epochs $train_epochs -o $(q "$t/model.onnx") --metrics $(q "$t/metrics.jsonl") --checkpoint $(q "$t/checkpoint") -f > $(q "$t/summary.json")"
 evaluate train "$t/model.onnx"
 
@@ -212,7 +241,7 @@ if [ "$fcl_enabled" = false ]; then
 elif may_not_apply=$([ "$fcl_enabled" = auto ] && echo 1 || echo 0) step sparsify "$s/model.onnx" "$p/final.onnx" -- \
   "mkdir -p $(q "$s") && $(q "$sparsify_fcl") $(q "$p/final.onnx") -o $(q "$s/model.onnx") --compression $fcl_compression --init $fcl_init$( [ "$fcl_init" = data ] && echo " --config $(q "$run/train.json")") --report $(q "$s/report.json") -f"; then
   evaluate sparsify "$s/model.onnx"
-  step finetune "$f/model.onnx" "$s/model.onnx" -- \
+  watch="$f/metrics.jsonl $fcl_epochs" step finetune "$f/model.onnx" "$s/model.onnx" -- \
     "mkdir -p $(q "$f") && ${launch}$(q "$dist_train") --config $(q "$run/train.json") --model $(q "$s/model.onnx") --fine-tune --epochs $fcl_epochs -o $(q "$f/model.onnx") --metrics $(q "$f/metrics.jsonl") --checkpoint $(q "$f/checkpoint") -f > $(q "$f/summary.json")"
   evaluate finetune "$f/model.onnx"
   final=$f/model.onnx

@@ -11,12 +11,28 @@
 #   QUICKSTART_FAST=1 bash scripts/quickstart.sh   configs/pipeline_fashion_mnist_fast.json (shortened)
 #
 # A rerun skips the steps whose outputs are up to date (delete out/pipeline/... to start over).
+# The set-up's and the build's output go to out/quickstart/{setup,build}.log, one line each on the
+# terminal (their last lines when they fail). Disk space: see the README.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+logs=$here/out/quickstart
+mkdir -p "$logs"
+quietly() {  # WHAT LOG COMMAND...: runs COMMAND with its output in LOG; one line on the terminal
+  local what=$1 log=$2 t=$SECONDS status=0
+  shift 2
+  echo "quickstart: $what ... (log: $log)" >&2
+  "$@" > "$log" 2>&1 || status=$?
+  if [ "$status" != 0 ]; then
+    echo "quickstart: $what failed with exit status $status; the last lines of $log:" >&2
+    tail -n 20 "$log" >&2
+    exit "$status"
+  fi
+  echo "quickstart: $what done in $((SECONDS - t)) s" >&2
+}
 t0=$SECONDS
-bash "$here/scripts/setup.sh"
+quietly "set-up (Debian packages, Python environment)" "$logs/setup.log" bash "$here/scripts/setup.sh" --main-job
 t1=$SECONDS
-bash "$here/scripts/build.sh"
+quietly "build" "$logs/build.log" bash "$here/scripts/build.sh" -DHPCNN_BUILD_TESTS=OFF
 t2=$SECONDS
 cd "$here"
 config=configs/pipeline_fashion_mnist.json

@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # Set-up from nothing on Debian 12 (bookworm): installs every Debian package the build,
-# the tools and the tests need, the Fashion-MNIST dataset package, and the pinned PyPI
-# packages into a virtual environment of the project's own (.venv).
+# the tools and the tests need (with --main-job: those of the main job alone, no test
+# packages), the Fashion-MNIST dataset package, and the pinned PyPI packages into a virtual
+# environment of the project's own (.venv).
 # Idempotent: a second run installs nothing new and takes seconds.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
+# What the main job needs (the build without its tests, the tools, the data set, the Python
+# environment): `setup.sh --main-job` (scripts/quickstart.sh) installs these alone.
 debs=(
   build-essential cmake pkg-config git ca-certificates
-  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev catch2
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers   # Debian's oneDNN CMake config requires OpenCL (only recommended by libdnnl-dev)
   libopenmpi-dev openmpi-bin
   zlib1g-dev libxxhash-dev
-  libzstd-dev                                        # huffman_bench: huff0, zstd's Huffman coder, as the peer (its static library)
   libeigen3-dev                                      # sparsify-fcl: the eigendecompositions of its SVD initialisation
   python3 python3-venv python3-dev time
-  clang libclang-rt-14-dev
   dataset-fashion-mnist
-  slurmctld slurmd slurm-client munge shellcheck     # the cluster tests: a one-host Slurm, the job scripts checked
-  help2man lmod                                      # man pages from --help at build time; the install test loads the module with Lmod
+  help2man                                           # man pages from --help at build time
 )
+# And what the tests need besides (scripts/test.sh, CI).
+test_debs=(
+  catch2                                             # the unit tests
+  libzstd-dev                                        # huffman_bench: huff0, zstd's Huffman coder, as the peer (its static library)
+  clang libclang-rt-14-dev                           # the fuzzing test (libFuzzer)
+  slurmctld slurmd slurm-client munge shellcheck     # the cluster tests: a one-host Slurm, the job scripts checked
+  lmod                                               # the install test loads the module with Lmod
+)
+[ "${1:-}" = --main-job ] || debs+=("${test_debs[@]}")
 
 missing=()
 for p in "${debs[@]}"; do

@@ -8,7 +8,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 t0=$SECONDS
 bash "$here/scripts/setup.sh"
 t1=$SECONDS
-bash "$here/scripts/build.sh" -DHPCNN_WERROR=ON
+bash "$here/scripts/build.sh" -DHPCNN_WERROR=ON -DHPCNN_BUILD_TESTS=ON  # ON: a quickstart before left it OFF in the cache
 t2=$SECONDS
 rc=0
 (cd "${HPCNN_BUILD_DIR:-$here/build}" && ctest --output-on-failure -j2 --timeout 1500) || rc=$?
