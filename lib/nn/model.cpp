@@ -652,7 +652,11 @@ std::string Model::summary() const {
   std::ostringstream os;
   os << impl_->steps.size() << " nodes (" << impl_->folded << " folded):";
   for (const auto& [op, n] : impl_->op_counts) os << ' ' << op << " x" << n;
-  os << "; " << impl_->params.size() << " parameters, " << impl_->buffers.size() << " buffers";
+  int64_t trainable = 0, statistics = 0;
+  for (const auto& p : impl_->params) trainable += p.value.numel();
+  for (const auto& b : impl_->buffers) statistics += b.value.numel();
+  os << "; " << trainable << " trainable parameters in " << impl_->params.size() << " tensors, " << statistics << " in "
+     << impl_->buffers.size() << " running-statistics buffers";
   return os.str();
 }
 

@@ -116,7 +116,8 @@ class Model {
   // so a resumed run draws the same masks as an uninterrupted one).
   void set_seed(uint64_t seed);
 
-  // Operator type counts after folding, e.g. for logs.
+  // For logs: operator type counts after folding, and the trainable parameters and the
+  // running-statistics buffers (tensors and elements; onnx/costs.h defines "parameters").
   std::string summary() const;
 
  private:

@@ -1,5 +1,11 @@
-// hpcnn onnx: the cost of a model as the compression tools report it (prune-rate, sparsify-fcl):
-// parameters and multiply-accumulates.
+// hpcnn onnx: the cost of a model as every tool reports it (prune-rate, sparsify-fcl, dist-train
+// --evaluate and its summary, the pipeline's report): parameters and multiply-accumulates.
+//
+// "Parameters", the one definition of the toolkit: the elements of every floating-point
+// initializer and Constant the model file stores: weights, biases, BatchNormalization's scale and
+// bias and its running statistics (running_mean, running_var), and any other float constant.
+// PyTorch's sum(p.numel() for p in model.parameters()) leaves the running statistics (buffers) out:
+// 2 per BatchNorm channel fewer. dist-train's model log line gives both parts.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +18,7 @@
 namespace hpcnn::onnxu {
 
 struct Costs {
-  int64_t params = 0;  // elements of floating-point constant tensors (weights, biases, BN parameters)
+  int64_t params = 0;  // elements of floating-point constant tensors (weights, biases, BN parameters and statistics)
   int64_t macs = 0;    // multiply-accumulates of Conv, Gemm and MatMul with constant weights,
                        // for one forward pass at the model's input shape (symbolic dims as 1)
 };

@@ -221,7 +221,9 @@ class Trainer {
     model_->set_batchnorm_statistics(nn::BatchNormStatistics::deferred);
     broadcast_weights(*model_, comm_);
     compare_checksums(*model_, comm_, "after the broadcast from rank 0");
-    spdlog::info("model {}: {}", cfg_.model, model_->summary());
+    spdlog::info("model {}: {}; {} parameters as every tool counts them (onnx/costs.h: the rest are other float constants)",
+                 cfg_.model, model_->summary(),
+                 onnxu::count_costs(onnxu::GraphView(loaded_.proto.graph()), onnxu::infer_shapes(loaded_.proto)).params);
   }
 
   // The gradient layout (dense, sparse, or a mask's), the exchange and the optimizer.
