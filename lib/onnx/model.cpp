@@ -12,7 +12,9 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -148,8 +150,44 @@ Model load_model(const fs::path& path) {
       }
     });
     GraphView view(m.proto.graph());  // validates names and references
+    if (const int n = bypass_initializer_identities(m.proto); n > 0)
+      spdlog::debug("'{}': {} Identity node(s) that forward an initializer bypassed", path.string(), n);
   });
   return m;
+}
+
+int bypass_initializer_identities(onnx::ModelProto& model) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute())
+      if (a.has_g() || a.graphs_size() > 0) return 0;  // subgraphs may read the values: left as they are
+  std::map<std::string, int> inits;                    // name -> index
+  for (int i = 0; i < g.initializer_size(); ++i) inits[g.initializer(i).name()] = i;
+  std::set<std::string> outputs;
+  for (const auto& o : g.output()) outputs.insert(o.name());
+  std::map<std::string, std::string> forwarded;  // Identity output -> the initializer it forwards
+  for (const auto& n : g.node()) {
+    if (n.op_type() != "Identity" || !(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() != 1 ||
+        n.output_size() != 1 || outputs.count(n.output(0)) || inits.count(n.output(0)))
+      continue;
+    auto it = forwarded.find(n.input(0));  // a chain of Identities
+    const std::string root = it != forwarded.end() ? it->second : n.input(0);
+    if (inits.count(root)) forwarded[n.output(0)] = root;
+  }
+  if (forwarded.empty()) return 0;
+  // Each forwarded value becomes an initializer of its own (a copy): the exporter may have merged
+  // equal tensors (a fresh BatchNorm's scale and running_var, all ones) into one, and the tools
+  // must keep them apart (one is trained, the other follows the batches).
+  for (const auto& [name, root] : forwarded) {
+    onnx::TensorProto copy = g.initializer(inits.at(root));
+    copy.set_name(name);
+    *g.add_initializer() = std::move(copy);
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (auto& n : *g.mutable_node())
+    if (!(n.op_type() == "Identity" && n.output_size() == 1 && forwarded.count(n.output(0)))) *kept.Add() = std::move(n);
+  g.mutable_node()->Swap(&kept);
+  return static_cast<int>(forwarded.size());
 }
 
 SaveOptions output_save_options(const Model& input, ExternalData requested, bool overwrite) {

@@ -30,6 +30,15 @@ struct Model {
 
 Model load_model(const std::filesystem::path& path);
 
+// Identity nodes that only forward an initializer are replaced by load_model() with an initializer
+// of their output's name holding a copy: PyTorch's TorchScript exporter merges equal tensors (a
+// fresh BatchNorm's scale and running_var are all ones, its bias and running_mean all zeros) and
+// reads the merged one through Identity nodes, so that without this the tools would see no
+// BatchNorm statistics (bn-polish: nothing to update; dist-train: a running_var trained as the
+// scale). The models the tools write have no such node. Left alone: an Identity whose output is a
+// graph output, and every node of a graph with subgraphs. Returns the number of nodes replaced.
+int bypass_initializer_identities(onnx::ModelProto& model);
+
 enum class ExternalData { automatic, always, never };
 
 struct SaveOptions {

@@ -532,6 +532,35 @@ def test_data_that_do_not_fit_the_model_fail_at_load(tmp_path):
         assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "trained.onnx").exists()
 
 
+def test_batchnorm_statistics_read_through_identity_nodes_are_kept_apart(tmp_path):
+    """PyTorch's TorchScript exporter merges equal initializers (a fresh BatchNorm's scale and
+    running_var are all ones, bias and running_mean all zeros) and feeds the merged one through
+    Identity nodes. The tools give each forwarded value an initializer of its own: dist-train then
+    follows the running statistics as buffers (they used to be trained as the scale), and
+    bn-polish finds them (it used to fail on a 'running_mean' that is not an initializer)."""
+    m = onnx.load(tiny_cnn(str(tmp_path / "plain.onnx")))
+    bn = next(n for n in m.graph.node if n.op_type == "BatchNormalization")
+    for t in list(m.graph.initializer):
+        if t.name in ("bn.mean", "bn.var"):
+            m.graph.initializer.remove(t)
+    m.graph.node.insert(0, helper.make_node("Identity", ["bn.scale"], ["bn.var"]))
+    m.graph.node.insert(0, helper.make_node("Identity", ["bn.bias"], ["bn.mean"]))
+    assert list(bn.input)[1:] == ["bn.scale", "bn.bias", "bn.mean", "bn.var"]
+    onnx.save(m, tmp_path / "tiny.onnx")
+    cfg = config(tmp_path, data=small_idx(tmp_path, 256), epochs=1, final_polish_epochs=0, max_steps_per_epoch=4)
+    p = dist_train("--config", cfg)
+    s = ok(p)
+    assert "16 in 2 running-statistics buffers" in p.stderr, p.stderr  # before: 0 in 0
+    w = weights(tmp_path / "trained.onnx")
+    assert not any(n.op_type == "Identity" for n in onnx.load(tmp_path / "trained.onnx").graph.node)
+    assert not np.array_equal(w["bn.var"], w["bn.scale"]) and not np.allclose(w["bn.var"], 1.0), (w["bn.var"], w["bn.scale"])
+    assert s["world_size"] == 1
+    p = subprocess.run([H.tool("bn-polish"), str(tmp_path / "tiny.onnx"), "--config", str(cfg), "--samples", "64", "-o",
+                        str(tmp_path / "polished.onnx")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert len(json.loads(p.stdout)["layers"]) == 1
+
+
 def test_short_run_clamps_final_polish(tmp_path):
     cfg = config(tmp_path, data=small_idx(tmp_path, 64), final_polish_epochs=2, max_steps_per_epoch=2)
     p = dist_train("--config", cfg, "--epochs", "1")
