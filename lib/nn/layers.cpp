@@ -747,6 +747,11 @@ class ShapeArithLayer : public Layer {
     } else if (op_ == "Cast") {
       check_attributes(node, {"to", "saturate"});
       to_ = attr_int(node, "to", 0);
+    } else if (op_ == "Slice") {  // of a 1-D integer shape value (converters write Flatten so)
+      check_attributes(node, {"starts", "ends", "axes"});
+      starts_ = attr_ints(node, "starts");  // opset < 10; from 10 on, inputs 1-4
+      ends_ = attr_ints(node, "ends");
+      axes_ = attr_ints(node, "axes");
     } else if (op_ == "Constant") {
       if (node.attribute_size() != 1) unsupported("Constant without exactly one value attribute");
       const auto& a = node.attribute(0);
@@ -817,6 +822,31 @@ class ShapeArithLayer : public Layer {
         out[0] = Value::of_ints(v.ints, s);
       else
         out[0] = Value::of(to_layout(v.t, Layout::plain).reshaped(s));
+    } else if (op_ == "Slice") {
+      const Value& data = need(in, 0);
+      if (!data.is_int || data.int_shape.size() != 1)
+        unsupported("Slice of anything but a 1-D integer shape value (only shape arithmetic is supported)");
+      std::vector<int64_t> starts = starts_, ends = ends_, axes = axes_, steps;
+      if (opset_ >= 10) {
+        starts = need_int(in, 1).ints;
+        ends = need_int(in, 2).ints;
+        axes = in.size() > 3 && in[3] && in[3]->defined() ? need_int(in, 3).ints : std::vector<int64_t>{};
+        steps = in.size() > 4 && in[4] && in[4]->defined() ? need_int(in, 4).ints : std::vector<int64_t>{};
+      }
+      if (starts.size() != 1 || ends.size() != 1 || axes.size() > 1 || steps.size() > 1 ||
+          (!axes.empty() && axes[0] != 0 && axes[0] != -1))
+        unsupported("Slice of a shape value along more than its one axis");
+      const int64_t n = static_cast<int64_t>(data.ints.size()), step = steps.empty() ? 1 : steps[0];
+      if (step == 0) throw_error(ErrorKind::bad_input, "Slice step 0");
+      // ONNX: negative indices count from the end; clamped to [0, n] (step > 0) or [-1, n-1] (step < 0).
+      auto clamp = [&](int64_t i, bool end) {
+        if (i < 0) i += n;
+        return step > 0 ? std::clamp<int64_t>(i, 0, n) : std::clamp<int64_t>(i, -1, end ? n - 1 : n - 1);
+      };
+      std::vector<int64_t> r;
+      for (int64_t i = clamp(starts[0], false), e = clamp(ends[0], true); step > 0 ? i < e : i > e; i += step)
+        r.push_back(data.ints[static_cast<size_t>(i)]);
+      out[0] = Value::of_ints(r, {static_cast<int64_t>(r.size())});
     } else if (op_ == "Cast") {
       const Value& v = need(in, 0);
       const bool to_float = to_ == onnx::TensorProto::FLOAT || to_ == onnx::TensorProto::DOUBLE;
@@ -855,15 +885,15 @@ class ShapeArithLayer : public Layer {
   std::string op_;
   int64_t opset_;
   int64_t start_ = 0, end_ = INT64_MAX, to_ = 0;
-  std::vector<int64_t> axes_;
+  std::vector<int64_t> axes_, starts_, ends_;
   Value constant_, fill_;
 };
 
 }  // namespace
 
 bool is_foldable(const std::string& op) {
-  static const std::set<std::string> ops = {"Shape", "Gather",   "Unsqueeze",       "Squeeze",
-                                            "Cast",  "Constant", "ConstantOfShape", "Concat"};
+  static const std::set<std::string> ops = {"Shape",    "Gather",          "Unsqueeze", "Squeeze", "Cast",
+                                            "Constant", "ConstantOfShape", "Concat",    "Slice"};
   return ops.count(op) > 0;
 }
 
@@ -894,7 +924,7 @@ std::unique_ptr<Layer> bind(const onnx::NodeProto& node, int64_t opset, const Co
   if (op == "Transpose") return std::make_unique<TransposeLayer>(node);
   if (op == "Pad") return std::make_unique<PadLayer>(node, opset, constant);
   if (op == "Shape" || op == "Gather" || op == "Unsqueeze" || op == "Squeeze" || op == "Cast" || op == "Constant" ||
-      op == "ConstantOfShape")
+      op == "ConstantOfShape" || op == "Slice")
     return std::make_unique<ShapeArithLayer>(node, opset);
   unsupported("operator " + op + " is not supported by the training engine");
 }

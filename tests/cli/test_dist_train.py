@@ -561,6 +561,33 @@ def test_batchnorm_statistics_read_through_identity_nodes_are_kept_apart(tmp_pat
     assert len(json.loads(p.stdout)["layers"]) == 1
 
 
+def test_flatten_written_as_shape_arithmetic_runs(tmp_path):
+    """Converters (tf2onnx from Keras) write Flatten on a dynamic batch as Shape -> Slice -> Concat ->
+    Reshape: the engine runs that shape arithmetic (Slice of a shape value included) and computes
+    what the plain Flatten computes (same loss and accuracy), and trains it."""
+    m = onnx.load(tiny_cnn(str(tmp_path / "tiny.onnx")))
+    flat = next(n for n in m.graph.node if n.op_type == "Flatten")
+    i = list(m.graph.node).index(flat)
+    m.graph.initializer.extend([numpy_helper.from_array(np.array([0], np.int64), "s0"),
+                                numpy_helper.from_array(np.array([1], np.int64), "s1"),
+                                numpy_helper.from_array(np.array([-1], np.int64), "minus1")])
+    new = [helper.make_node("Shape", [flat.input[0]], ["shp"]), helper.make_node("Slice", ["shp", "s0", "s1"], ["batch"]),
+           helper.make_node("Concat", ["batch", "minus1"], ["target"], axis=0),
+           helper.make_node("Reshape", [flat.input[0], "target"], [flat.output[0]])]
+    m.graph.node.remove(flat)
+    for k, n in enumerate(new):
+        m.graph.node.insert(i + k, n)
+    onnx.save(m, tmp_path / "arith.onnx")
+    d = small_idx(tmp_path, 256)
+    cfg = config(tmp_path, data=dict(d, test_images=d["train_images"], test_labels=d["train_labels"]), epochs=1,
+                 final_polish_epochs=0, max_steps_per_epoch=4)
+    a = ok(dist_train("--config", cfg, "--evaluate", tmp_path / "tiny.onnx"))
+    b = ok(dist_train("--config", cfg, "--evaluate", tmp_path / "arith.onnx"))
+    assert a["test_accuracy"] == b["test_accuracy"] and a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-6)
+    s = ok(dist_train("--config", cfg, "--model", tmp_path / "arith.onnx"))
+    assert s["steps"] == 4
+
+
 def test_short_run_clamps_final_polish(tmp_path):
     cfg = config(tmp_path, data=small_idx(tmp_path, 64), final_polish_epochs=2, max_steps_per_epoch=2)
     p = dist_train("--config", cfg, "--epochs", "1")
