@@ -27,7 +27,7 @@ test_debs=(
   libzstd-dev                                        # huffman_bench: huff0, zstd's Huffman coder, as the peer (its static library)
   clang libclang-rt-14-dev                           # the fuzzing test (libFuzzer)
   slurmctld slurmd slurm-client munge shellcheck     # the cluster tests: a one-host Slurm, the job scripts checked
-  lmod                                               # the install test loads the module with Lmod
+  lmod man-db                                        # the install test loads the module with Lmod and reads the man pages
 )
 [ "${1:-}" = --main-job ] || debs+=("${test_debs[@]}")
 
