@@ -92,7 +92,11 @@ step() {
   t0=$(date +%s.%N)
   mkdir -p "$run/steps"
   rm -f "$run/steps/$name.skipped"
-  bash -c "set -o pipefail; $cmd" > "$run/steps/$name.out" 2>&1 &
+  # The command's output goes to the log as it comes (tail -f follows it); from byte `off` on it
+  # is this step's own.
+  local off
+  off=$(stat -c %s "$log_file.out" 2> /dev/null || echo 0)
+  bash -c "set -o pipefail; $cmd" >> "$log_file.out" 2>&1 &
   local pid=$!
   # On a terminal, a training step shows its progress on one line (epoch, accuracy, time left),
   # from the metrics file the command writes (watch=FILE EPOCHS).
@@ -104,23 +108,20 @@ step() {
     printf '\r\033[K' >&2
   fi
   wait "$pid" || status=$?
-  cat "$run/steps/$name.out" >> "$log_file.out"
   if [ "$status" != 0 ]; then
     # A step allowed not to apply (may_not_apply=1): the tool found that the model has nothing for
     # it (exit 4, unsupported: sparsify-fcl finds no FC layer to replace). Recorded as skipped with
     # the tool's reason; the chain goes on. Other failures (a compression out of reach) stop it.
     local reason
-    reason=$(grep -m1 -E ': error(: | \(rank)' "$run/steps/$name.out" | sed -E 's/^[^:]+: error[^:]*: //' || true)
+    reason=$(tail -c +$((off + 1)) "$log_file.out" | grep -m1 -E ': error(: | \(rank)' | sed -E 's/^[^:]+: error[^:]*: //' || true)
     if [ "${may_not_apply:-0}" = 1 ] && [ "$status" = 4 ]; then
-      rm -f "$run/steps/$name.out"
       skip "$name" "${reason:-exit status $status}"
       return 1
     fi
     brief "$name: failed with exit status $status; the last lines of its output ($log_file.out):"
-    tail -n 15 "$run/steps/$name.out" >&2
+    tail -c +$((off + 1)) "$log_file.out" | tail -n 15 >&2
     exit "$status"
   fi
-  rm -f "$run/steps/$name.out"
   local secs
   secs=$("$py" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$t0" "$(date +%s.%N)")
   mkdir -p "$run/steps"
