@@ -203,6 +203,9 @@ class Trainer {
     loaded_ = onnxu::load_model(cfg_.model);
     if (!run_.resume.empty()) {
       ckpt_ = read_checkpoint(run_.resume);
+      // As load_model() does for the model file (a checkpoint written before it did so may still
+      // hold Identity-forwarded initializers).
+      onnxu::bypass_initializer_identities(ckpt_.model);
       // A checkpoint belongs to one model (graph and parameter shapes): resuming it with another
       // would train and write the checkpoint's model under the other's name.
       const std::string diff = onnxu::structure_difference(ckpt_.model, loaded_.proto);
