@@ -8,7 +8,7 @@
 #   config    the dist-train configuration of the run: the given one with the shards, the held-out
 #             validation split and the seed (dist-train --print-config)
 #   train     mpirun -np N dist-train
-#   prune     scripts/prune_loop.sh (prune-rate's data-driven rates, fine-tuning after each)
+#   prune     scripts/prune_loop.py (prune-rate's data-driven rates, fine-tuning after each)
 #   sparsify  sparsify-fcl on the first FC layer after the last convolution
 #   finetune  mpirun -np N dist-train --fine-tune of the sparsified model
 #   polish    mpirun -np N bn-polish
@@ -229,7 +229,7 @@ evaluate train "$t/model.onnx"
 # 4. Pruning: the automatic loop (prune-rate with data-driven thresholds, fine-tuning each candidate).
 p=$run/2-prune
 step prune "$p/final.onnx" "$t/model.onnx" -- \
-  "HPCNN_BIN=$(q "$bin") bash $(q "$here/scripts/prune_loop.sh") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs --accuracy-drop $prune_drop --margin $prune_margin --validation $validation --seed $seed$loop_args"
+  "HPCNN_BIN=$(q "$bin") python3 $(q "$here/scripts/prune_loop.py") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs --accuracy-drop $prune_drop --margin $prune_margin --validation $validation --seed $seed$loop_args"
 evaluate prune "$p/final.onnx"
 
 # 5. The structured sparse first FC layer, then fine-tuning (sparsify.enabled: auto skips a model

@@ -7,11 +7,11 @@
 #
 # Steps per model, each skipped when its output exists (the study is rerunnable and resumes where
 # it stopped, also inside a step: an interrupted training or fine-tuning continues from its
-# checkpoint of the last epoch, an interrupted loop from its last iteration (prune_loop.sh
+# checkpoint of the last epoch, an interrupted loop from its last iteration (prune_loop.py
 # --resume); delete out/study/<model>/... to redo a step):
 #   1. base.onnx: trained as the README documents (configs/fashion_mnist_*.json, 2 ranks), with the
 #      last 5,000 training images held out as the validation split (data.validation_samples).
-#   2. per seed s: loop-s<s>/: scripts/prune_loop.sh base.onnx (fine-tuning seed s), then
+#   2. per seed s: loop-s<s>/: scripts/prune_loop.py base.onnx (fine-tuning seed s), then
 #      loop-s<s>/final_tuned.onnx: the loop's final model fine-tuned for FINAL_EPOCHS.
 #   3. per seed s: uniform-s<s>/: prune-rate --rate R, R the grid rate (step 0.01) whose parameter
 #      count comes closest to the loop's final model, then fine-tuned for the same FINAL_EPOCHS
@@ -36,7 +36,7 @@
 #
 # A lost study folder is rebuilt from its record with STUDY_REPLAY=docs/prune_study/<name>: the
 # record's base model and settings are copied in, the seeds the record finished at these settings
-# are copied too, and every other seed's loop is replayed from the record's log (prune_loop.sh
+# are copied too, and every other seed's loop is replayed from the record's log (prune_loop.py
 # --replay: only accepted iterations are fine-tuned again, and every iteration must come out as
 # logged), e.g. to extend a recorded study to more iterations, or to go on with a study whose
 # machine was lost, on a new machine.
@@ -60,7 +60,7 @@ out=${STUDY_OUT:-out/study}
 seeds=${SEEDS:-1 2 3}
 ranks=${RANKS:-2}
 bin=${HPCNN_BIN:-build/tools}
-export HPCNN_BIN=$bin  # prune_loop.sh uses the same tools
+export HPCNN_BIN=$bin  # prune_loop.py uses the same tools
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(cnn resnet20)
 launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
@@ -80,7 +80,7 @@ for m in "${models[@]}"; do
   dir=$out/$m
   # STUDY_REPLAY=RECORD: a study whose folder was lost is rebuilt from its record: the record's
   # base model and settings (checked below before anything is copied), the seeds it finished, and
-  # each other loop replayed from its log (prune_loop.sh --replay).
+  # each other loop replayed from its log (prune_loop.py --replay).
   rec=${STUDY_REPLAY:+$STUDY_REPLAY/$m}
   settings_before=$dir/settings.json
   if [ -n "$rec" ] && [ ! -f "$dir/base.onnx" ]; then
@@ -186,10 +186,10 @@ EOF
       log "$m: seed $s: taken from $rec"
       cp -r "$rec/loop-s$s" "$rec/uniform-s$s" "$dir/"
     fi
-    # A loop that finished at a smaller iteration limit goes on to the new one (prune_loop.sh
+    # A loop that finished at a smaller iteration limit goes on to the new one (prune_loop.py
     # --resume --iterations): its final fine-tuning and its uniform baseline are redone.
     extend=0
-    if [ -f "$dir/loop-s$s/summary.json" ] && [ -f "$dir/loop-s$s/state.sh" ] && extendable "$dir/loop-s$s/summary.json"; then
+    if [ -f "$dir/loop-s$s/summary.json" ] && [ -f "$dir/loop-s$s/state.json" ] && extendable "$dir/loop-s$s/summary.json"; then
       log "$m: seed $s: the loop goes on to $iterations iterations"
       extend=1
       rm -f "$dir/loop-s$s"/final_tuned.* "$dir/loop-s$s/ckpt" "$dir/uniform-s$s/summary.json" "$dir/uniform-s$s"/final_tuned.* "$dir/uniform-s$s/ckpt"
@@ -197,9 +197,9 @@ EOF
     if [ ! -f "$dir/loop-s$s/summary.json" ] || [ "$extend" = 1 ]; then
       log "$m: pruning loop, seed $s"
       resume=()
-      [ ! -f "$dir/loop-s$s/state.sh" ] || resume=(--resume)  # an interrupted loop
+      [ ! -f "$dir/loop-s$s/state.json" ] || resume=(--resume)  # an interrupted loop
       [ -z "$rec" ] || [ ! -f "$rec/loop-s$s/log.json" ] || resume+=(--replay "$rec/loop-s$s/log.json")
-      bash scripts/prune_loop.sh "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f "${resume[@]}" --seed "$s" \
+      python3 scripts/prune_loop.py "$dir/base.onnx" --config "$config" --out "$dir/loop-s$s" -f "${resume[@]}" --seed "$s" \
         --iterations "$iterations" --finetune-epochs "$epochs" --finetune-lr "$lr" --accuracy-drop "$drop" --ranks "$ranks" > /dev/null
     fi
     if [ ! -f "$dir/loop-s$s/final_tuned.test.json" ]; then

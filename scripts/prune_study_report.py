@@ -147,16 +147,14 @@ RECORD = ["settings.json", "base.onnx", "base.onnx.speed.json", "base.seconds", 
 
 
 def partial_log(run):
-    """The iterations a loop that has not finished has logged so far (prune_loop.sh's log.json.tmp,
-    cut where its state.sh says, as --resume does), or None."""
+    """The iterations a loop that has not finished has logged so far (the log in prune_loop.py's
+    state.json, written at the start of every iteration: what --resume goes on from), or None."""
     try:
-        with open(os.path.join(run, "state.sh")) as f:
-            size = next(int(line.split("=")[1].strip("\"\n")) for line in f if line.startswith("declare -- log_bytes="))
-        with open(os.path.join(run, "log.json.tmp")) as f:
-            log = json.loads(f.read()[:size] + "]")
-    except (OSError, StopIteration, ValueError):
+        with open(os.path.join(run, "state.json")) as f:
+            log = json.load(f)["log"]
+    except (OSError, KeyError, TypeError, ValueError):
         return None
-    return log or None
+    return log if isinstance(log, list) and log else None
 
 
 def record(out, dest):

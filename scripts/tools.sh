@@ -1,4 +1,4 @@
-# Sourced by the scripts that run the hpcnn tools (pipeline.sh, prune_loop.sh): where each tool is.
+# Sourced by the scripts that run the hpcnn tools (pipeline.sh, the study scripts; the Python programs use scripts/hpcnn_tools.py): where each tool is.
 #
 #   hpcnn_tool NAME   prints the tool's path: with HPCNN_BIN set, HPCNN_BIN/NAME/NAME (a build
 #                     tree's tools/) or HPCNN_BIN/NAME (an installed bin/); without it, this

@@ -97,7 +97,7 @@ def test_find_package_builds_a_program_of_ones_own(prefix, tmp_path):
 
 
 def test_scripts_run_the_installed_tools(prefix, tmp_path):
-    """scripts/prune_loop.sh and scripts/pipeline.sh find installed tools: through HPCNN_BIN set to
+    """scripts/prune_loop.py and scripts/pipeline.sh find installed tools: through HPCNN_BIN set to
     the prefix's bin/ (they used to look for bin/TOOL/TOOL: "Not a directory", exit 126), and on
     PATH when no build tree is beside them (a copy of scripts/ alone)."""
     repo = Path(__file__).resolve().parents[2]
@@ -106,8 +106,8 @@ def test_scripts_run_the_installed_tools(prefix, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(repo / "scripts", copy / "scripts")
     loop_args = f"{model} --config {tmp_path}/c.json --out {tmp_path}/loop --keep no_such_layer"
-    for how, script in ((f"HPCNN_BIN={prefix}/bin bash {repo}/scripts/prune_loop.sh", "loop"),
-                        (f"bash {copy}/scripts/prune_loop.sh", "loop"),
+    for how, script in ((f"HPCNN_BIN={prefix}/bin python3 {repo}/scripts/prune_loop.py", "loop"),
+                        (f"python3 {copy}/scripts/prune_loop.py", "loop"),
                         (f"HPCNN_BIN={prefix}/bin bash {repo}/scripts/pipeline.sh", "pipeline"),
                         (f"bash {copy}/scripts/pipeline.sh", "pipeline")):
         args = loop_args if script == "loop" else f"{tmp_path}/no_such_pipeline.json"
@@ -118,6 +118,6 @@ def test_scripts_run_the_installed_tools(prefix, tmp_path):
         if script == "loop":
             assert "--keep 'no_such_layer' does not fit" in r.stderr, r.stderr
     # Without the tools anywhere: a clear error naming where it looked.
-    r = subprocess.run(["bash", str(copy / "scripts" / "prune_loop.sh"), *loop_args.split()], capture_output=True, text=True,
+    r = subprocess.run(["/usr/bin/python3", str(copy / "scripts" / "prune_loop.py"), *loop_args.split()], capture_output=True, text=True,
                        env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}, cwd=tmp_path)
     assert r.returncode == 1 and "prune_loop: error: no prune-rate" in r.stderr and "not on PATH" in r.stderr, r.stderr

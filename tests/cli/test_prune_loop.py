@@ -1,9 +1,11 @@
-"""scripts/prune_loop.sh, the prune -> fine-tune -> accept/reject loop (Sakai et al., ICPR 2022), on
+"""scripts/prune_loop.py, the prune -> fine-tune -> accept/reject loop (Sakai et al., ICPR 2022), on
 a tiny CNN and real Fashion-MNIST batches: one accepted and one rejected iteration, checked against
 the prune-rate report of that iteration (the bound U that follows, the model that goes on)."""
 import json
 import os
+import shutil
 import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -13,12 +15,13 @@ from onnx import numpy_helper
 import hpcnn_test as H
 from test_dist_train import FM, config, fashion_mnist, tiny_cnn  # noqa: F401 (the dataset check)
 
-LOOP = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "prune_loop.sh")
+LOOP = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "prune_loop.py")
+PY = shutil.which("python3", path="/usr/bin:/bin") or sys.executable  # the system Python: the loop needs no venv
 
 
 def loop(tmp, *args, iterations=1):
     cfg = config(tmp, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
-    p = subprocess.run(["bash", LOOP, tmp / "tiny.onnx", "--config", cfg, "--out", tmp / "loop", "--ranks", "1",
+    p = subprocess.run([PY, LOOP, tmp / "tiny.onnx", "--config", cfg, "--out", tmp / "loop", "--ranks", "1",
                         "--iterations", str(iterations), "--finetune-epochs", "1", "--batches", "2", "--validation", "500",
                         *map(str, args)],
                        capture_output=True, text=True, timeout=600,
@@ -85,7 +88,7 @@ def test_bad_arguments(tmp_path):
     tiny_cnn(tmp_path / "tiny.onnx")
     for args, text in (([], "usage"), (["--config", tmp_path / "none.json", "--out", tmp_path / "o"], "no configuration"),
                        (["--config", tmp_path / "tiny.onnx", "--out", tmp_path / "o", "--iterations", "0"], "positive")):
-        p = subprocess.run(["bash", LOOP, tmp_path / "tiny.onnx", *map(str, args)], capture_output=True, text=True)
+        p = subprocess.run([PY, LOOP, tmp_path / "tiny.onnx", *map(str, args)], capture_output=True, text=True)
         assert p.returncode != 0 and text in p.stderr, p.stderr
 
 
@@ -98,7 +101,7 @@ def test_keep(tmp_path):
     assert summary["keep"] == ["c1"] and report["keep"] == ["c1"]
     bad = tmp_path / "bad"
     cfg = config(tmp_path, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
-    p = subprocess.run(["bash", LOOP, tmp_path / "tiny.onnx", "--config", cfg, "--out", bad, "--ranks", "1", "--keep", "c9"],
+    p = subprocess.run([PY, LOOP, tmp_path / "tiny.onnx", "--config", cfg, "--out", bad, "--ranks", "1", "--keep", "c9"],
                        capture_output=True, text=True, timeout=120, env=dict(os.environ, HPCNN_BIN=H.BIN_DIR))
     assert p.returncode == 1 and "--keep names 'c9'" in p.stderr
     assert not bad.exists() or not any(bad.iterdir())
@@ -118,7 +121,7 @@ def test_resume_after_a_kill(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     cfg = config(run, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
-    argv = ["bash", LOOP, run / "tiny.onnx", "--config", cfg, "--out", run / "loop", "--ranks", "1",
+    argv = [PY, LOOP, run / "tiny.onnx", "--config", cfg, "--out", run / "loop", "--ranks", "1",
             "--finetune-epochs", "1", "--batches", "2", "--validation", "500", "--accuracy-drop", "100"]
     env = dict(os.environ, HPCNN_BIN=H.BIN_DIR, OMP_NUM_THREADS="1")
     p = subprocess.Popen([*argv, "--iterations", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -167,7 +170,7 @@ def test_replay_rebuilds_a_run_from_its_log(tmp_path):
     def run(where, log, *args, iterations):
         where.mkdir()
         cfg = config(where, epochs=1, max_steps_per_epoch=6, final_polish_epochs=0, threads=1)
-        return subprocess.run(["bash", LOOP, where / "tiny.onnx", "--config", cfg, "--out", where / "loop", "--ranks", "1",
+        return subprocess.run([PY, LOOP, where / "tiny.onnx", "--config", cfg, "--out", where / "loop", "--ranks", "1",
                                "--iterations", str(iterations), "--finetune-epochs", "1", "--batches", "2", "--validation", "500",
                                "--replay", log, *map(str, args)], env=env, capture_output=True, text=True, timeout=600)
 

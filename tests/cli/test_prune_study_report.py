@@ -104,17 +104,17 @@ def test_equal_budget_rows_and_per_seed_differences(tmp_path):
 
 
 def test_record_keeps_the_iterations_of_an_unfinished_loop(tmp_path):
-    """A loop still running when the record is made: the record keeps the iterations its state.sh
-    counts (not a half-written entry after them) as loop-s<s>/log.json alone, for STUDY_REPLAY, and
+    """A loop still running when the record is made: the record keeps the iterations its state.json
+    holds (not the one in progress) as loop-s<s>/log.json alone, for STUDY_REPLAY, and
     what the record held for that seed before (a finished shorter run, say) is removed; the table
     made from the record leaves the seed out."""
     out = str(tmp_path / "study")
     make_study(out)
     run = os.path.join(out, "cnn", "loop-s4")
     entries = [{"iteration": 1, "accepted": False}, {"iteration": 2, "accepted": True}]
-    head = "[\n" + json.dumps(entries[0]) + "\n," + json.dumps(entries[1]) + "\n"
-    write(os.path.join(run, "log.json.tmp"), head + ',{"iteration": 3, "acc')  # killed while writing iteration 3
-    write(os.path.join(run, "state.sh"), f'declare -- i="3"\ndeclare -- log_bytes="{len(head)}"\ndeclare -- elapsed="10"\n')
+    # killed during iteration 3: its state says 2 iterations are done (a candidate of iteration 3 lies beside it)
+    write(os.path.join(run, "state.json"), {"iteration": 3, "log": entries, "done": False})
+    write(os.path.join(run, "it3", "prune.json"), {"iteration": 3})
     rec = str(tmp_path / "record")
     write(os.path.join(rec, "cnn", "loop-s4", "summary.json"), {"stale": True})
     write(os.path.join(rec, "cnn", "uniform-s4", "final_tuned.test.json"), {"stale": True})
