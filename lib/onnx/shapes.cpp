@@ -115,10 +115,16 @@ bool write_all(int fd, const void* p, size_t n) {
   return true;
 }
 
+bool g_isolation = true;  // set_shape_inference_isolation()
+
 }  // namespace
+
+void set_shape_inference_isolation(bool in_child_process) { g_isolation = in_child_process; }
+bool shape_inference_isolation() { return g_isolation; }
 
 ShapeMap infer_shapes(const onnx::ModelProto& model, bool declared_outputs) {
   onnx::ModelProto skel = skeleton(model, declared_outputs);
+  if (!g_isolation) return infer_in_process(skel);  // an MPI process: no fork() (see shapes.h)
   // libonnx's shape inference can crash on malformed models (e.g. a Conv input of the wrong
   // rank in onnx 1.12), so it runs in a child process: a crash becomes a clear error here.
   int fds[2];

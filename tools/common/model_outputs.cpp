@@ -1,9 +1,11 @@
 #include "common/model_outputs.h"
 
+#include <cstdlib>
 #include <iostream>
 
 #include "common/tool.h"
 #include "core/error.h"
+#include "onnx/shapes.h"
 
 namespace hpcnn::tool {
 
@@ -21,9 +23,19 @@ void add_model_output_flags(CLI::App& app, ModelOutputFlags& flags) {
   app.add_flag("-f,--force", flags.force, "Overwrite existing output files");
 }
 
-std::unique_ptr<dist::Communicator> tool_communicator(const char* tool, int* argc, char*** argv, int* exit_code) {
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+std::unique_ptr<dist::Communicator> tool_communicator(const char* tool, int* argc, char*** argv, int* exit_code, bool wants_mpi) {
   try {
-    return asks_only_for_help_or_version(*argc, *argv) ? dist::make_single_communicator() : dist::make_communicator(argc, argv);
+    if (!wants_mpi || asks_only_for_help_or_version(*argc, *argv)) return dist::make_single_communicator();
+    auto comm = dist::make_communicator(argc, argv);
+    // No fork() after MPI_Init: ONNX shape inference runs in this process from here on.
+    if (comm->backend() == "mpi") onnxu::set_shape_inference_isolation(false);
+    return comm;
   } catch (const Error& e) {
     std::cerr << tool << ": error: " << e.what() << "\n";
     *exit_code = e.exit_code();

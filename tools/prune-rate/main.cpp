@@ -26,15 +26,13 @@ namespace {
 using hpcnn::ErrorKind;
 using hpcnn::throw_error;
 
-// Data flags on the command line, or a process started by an MPI launcher (Open MPI, MPICH/PMI, PMIx).
-bool uses_mpi(int argc, char** argv) {
+// Data flags on the command line: the data-driven thresholds, whose batches the ranks split.
+bool has_data_flags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     for (const char* flag : {"--config", "--data"})
       if (a == flag || a.rfind(std::string(flag) + "=", 0) == 0) return true;
   }
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(var)) return true;
   return false;
 }
 
@@ -42,16 +40,13 @@ bool uses_mpi(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // Under mpirun the data-driven measurement is split over the ranks; rank 0 does the rest. MPI is
-  // initialised only for data-driven thresholds or under a launcher: a plain run stays a plain
-  // process (Open MPI would, e.g., print its own report when ONNX's shape inference crashes in
-  // the child process that contains it).
-  std::unique_ptr<hpcnn::dist::Communicator> comm;
-  try {
-    comm = uses_mpi(argc, argv) ? hpcnn::dist::make_communicator(&argc, &argv) : hpcnn::dist::make_single_communicator();
-  } catch (const hpcnn::Error& e) {
-    std::cerr << "prune-rate: error: " << e.what() << "\n";
-    return e.exit_code();
-  }
+  // initialised (by the tool frame, as in dist-train and bn-polish) only for data-driven thresholds
+  // or under a launcher: a plain run stays a plain process, whose ONNX shape inference keeps its
+  // crash isolation in a child process (an MPI process must not fork: onnx/shapes.h).
+  int status = 0;
+  const std::unique_ptr<hpcnn::dist::Communicator> comm = hpcnn::tool::tool_communicator(
+      "prune-rate", &argc, &argv, &status, has_data_flags(argc, argv) || hpcnn::tool::launched_by_mpi());
+  if (!comm) return status;
   hpcnn::tool::DataOptions data;
   int64_t batches = 100, batch_size = 128;
   double margin = 0.1, loss_before = 0, upper_bound = 0;
