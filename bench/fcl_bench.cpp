@@ -5,7 +5,7 @@
 //                  [--warmup 2] [--iterations 10]
 // Prints one JSON line per layer and pass ("dense"/"sparse", "forward"/"backward"): the median
 // milliseconds over the iterations and the layer's multiply-accumulates. Backward computes the
-// input and weight (and bias) gradients. scripts/bench_fcl.sh runs it beside PyTorch.
+// input and weight (and bias) gradients. bench/bench_fcl.sh runs it beside PyTorch.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// In-process A/B of two versions of the huffgpu CPU encoder and decoder (scripts/ab_huffman.sh
+// In-process A/B of two versions of the huffgpu CPU encoder and decoder (bench/ab_huffman.sh
 // builds it): A's and B's lib/huffman/cpu/encoder.cpp and decoder.cpp are compiled with their
 // entry points renamed (encode_chunk_A / _B, decode_chunk_A / _B) and linked into this one
 // program with everything else from today's library, and runs alternate A, B, A, B, ... in one

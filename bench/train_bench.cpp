@@ -4,11 +4,11 @@
 // 0 = all cores), and trains on one fixed random batch [B, C, H, W] (C, H, W from the model's
 // input; N(0, 1) values) with random labels: each step zero_grad, forward(Mode::training),
 // softmax cross-entropy with label smoothing 0.1, backward, SGD step (momentum 0.9), as
-// scripts/bench_train_torch.py does in PyTorch. W warm-up steps, then S timed steps.
+// bench/bench_train_torch.py does in PyTorch. W warm-up steps, then S timed steps.
 // Prints one JSON line on stdout: images/s over the timed steps (and per second of process
 // CPU time, a steadier figure on a shared machine), step times, first and last
 // loss, resident memory after loading and after the forward, backward and SGD phases of the
-// first step, and the peak resident memory of the process (getrusage). scripts/bench_train.sh runs it.
+// first step, and the peak resident memory of the process (getrusage). bench/bench_train.sh runs it.
 #include <sys/resource.h>
 #include <time.h>
 

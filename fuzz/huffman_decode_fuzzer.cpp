@@ -1,5 +1,5 @@
 // libFuzzer target: huffgpu-decode on arbitrary bytes must decode or throw hpcnn::Error, never
-// crash, hang or read out of bounds (built with AddressSanitizer by scripts/fuzz.sh).
+// crash, hang or read out of bounds (built with AddressSanitizer by tests/tools/fuzz.sh).
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up from nothing, builds (warnings are errors here, hence in CI), and runs
 # every test (ctest). .ci/run runs this. In CI (CI set) or with HPCNN_SANITIZE=1 it then runs
-# scripts/sanitize.sh too (AddressSanitizer + UBSan build, ctest -L unit: about 7 more minutes
+# tests/tools/sanitize.sh too (AddressSanitizer + UBSan build, ctest -L unit: about 7 more minutes
 # on 2 cores). Prints the time of each part at the end.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,7 +15,7 @@ rc=0
 t3=$SECONDS
 times="set-up $((t1 - t0)) s, build $((t2 - t1)) s, tests $((t3 - t2)) s"
 if [ -n "${CI:-}" ] || [ "${HPCNN_SANITIZE:-0}" = 1 ]; then
-  bash "$here/scripts/sanitize.sh" || rc=$?
+  bash "$here/tests/tools/sanitize.sh" || rc=$?
   times="$times, sanitizers $((SECONDS - t3)) s"
 fi
 echo "test.sh: $times" >&2

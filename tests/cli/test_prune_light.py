@@ -1,6 +1,6 @@
 """prune-rate on the ONNX model-zoo 'light' graphs (ResNet-50, VGG-19, SqueezeNet, AlexNet;
 opset 9, IR version 3) from the onnx package, with seeded random weights written by
-scripts/make_light_models.py."""
+tests/fixtures/make_light_models.py."""
 import os
 import signal
 import subprocess
@@ -19,7 +19,7 @@ MODELS = ["resnet50", "vgg19", "squeezenet", "bvlc_alexnet"]
 
 @pytest.fixture(scope="module")
 def light():
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_light_models.py"), FIXTURE_DIR,
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "fixtures", "make_light_models.py"), FIXTURE_DIR,
                     "--models", ",".join(MODELS)], check=True)
     return {m: os.path.join(FIXTURE_DIR, f"{m}.onnx") for m in MODELS}
 
@@ -99,7 +99,7 @@ def test_caffe2_scale_layers_and_channel_shuffles(name, tmp_path):
     Reshape. Both used to fix the channels they touch (no prunable group in DenseNet-121 or
     Inception-v2, one in ShuffleNet); followed, every group but the classifier's is prunable and the
     pruned graph runs in onnxruntime with the costs counted independently."""
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_light_models.py"), str(tmp_path),
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "fixtures", "make_light_models.py"), str(tmp_path),
                     "--models", name], check=True)
     src, dst = str(tmp_path / f"{name}.onnx"), str(tmp_path / "p.onnx")
     report = prune(src, dst, "--rate", "0.3")

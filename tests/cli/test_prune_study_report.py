@@ -1,14 +1,14 @@
-"""scripts/prune_study_report.py: the study's table from a made-up study folder (values chosen so
+"""studies/prune/report.py: the study's table from a made-up study folder (values chosen so
 that the means and standard deviations are known by hand), and the same table again from its
 --record copy, which holds the base model and no other, and no unfinished seed. And
-scripts/prune_study.sh's refusal to continue a study folder made with other settings."""
+studies/prune/run.sh's refusal to continue a study folder made with other settings."""
 import json
 import os
 import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-REPORT = os.path.join(ROOT, "scripts", "prune_study_report.py")
+REPORT = os.path.join(ROOT, "studies", "prune", "report.py")
 
 
 def write(path, value):
@@ -133,7 +133,7 @@ def test_no_study_is_an_error(tmp_path):
         assert not os.path.exists(os.path.join(out, "table.md"))
 
 
-STUDY = os.path.join(ROOT, "scripts", "prune_study.sh")
+STUDY = os.path.join(ROOT, "studies", "prune", "run.sh")
 
 
 def test_study_refuses_other_settings(tmp_path):

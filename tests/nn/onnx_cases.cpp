@@ -5,8 +5,8 @@
 //   onnx_cases [--gradcheck] [--ops Conv,Relu,...] [--samples N] [--threads N] [-v]
 //              [--expect FILE | --write-expect FILE] DIR...
 //
-// DIR is a case folder or a folder of case folders (scripts/export_onnx_node_tests.py and
-// scripts/make_model_cases.py write them). A case counts as
+// DIR is a case folder or a folder of case folders (tests/fixtures/export_onnx_node_tests.py and
+// tests/fixtures/make_model_cases.py write them). A case counts as
 //   passed       every output of every data set within tolerance;
 //   unsupported  the engine threw hpcnn::Error of kind ErrorKind::unsupported (at load, while
 //                converting an input with tensor_from_proto (non-fp32 dtypes), or in forward);

@@ -1,6 +1,6 @@
 // Whole small models against PyTorch: tests/data/nn/<model>/ holds an ONNX export (training
 // mode, BatchNormalization kept, initializers named as the torch state_dict), a fixed batch and
-// torch's results computed in float64 (scripts/make_torch_fixtures.py; manifest.json lists the
+// torch's results computed in float64 (tests/fixtures/make_torch_fixtures.py; manifest.json lists the
 // files). For each model: inference-mode logits, training-mode logits, the label-smoothed loss
 // and its gradient, every parameter gradient, the input gradient and the BatchNorm running
 // statistics after the training forward. Tolerance: |got - want| <= 1e-5 + 1e-4 |want|.

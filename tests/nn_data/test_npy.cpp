@@ -1,5 +1,5 @@
 // Tests of data/npy.h on files written by numpy (tests/data/npy/, made by
-// scripts/make_npy_fixtures.py) and on truncated / corrupted variants built here.
+// tests/fixtures/make_npy_fixtures.py) and on truncated / corrupted variants built here.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>

@@ -9,11 +9,11 @@
 #   (c) final_polish_epochs: the last FP epochs train on non-augmented data (Kasagi et al., HPDC 2020);
 #   (d) (c) + bn-polish.
 #
-#   bash scripts/polish_study.sh [MODEL...]        MODEL: cnn, resnet20 (default both)
+#   bash studies/polish/run.sh [MODEL...]        MODEL: cnn, resnet20 (default both)
 #
 # Each step is skipped when its output exists (rerunnable; delete a file to redo its step; an
 # interrupted training continues from the checkpoint of its last epoch). Then
-# scripts/polish_study_report.py writes out/polish_study/table.md.
+# studies/polish/report.py writes out/polish_study/table.md.
 # Environment: HPCNN_BIN (build/tools), POLISH_OUT (out/polish_study), SEEDS ("1 2 3"), RANKS (2),
 # BATCH (256 per rank), ACCUMULATION (4), EPOCHS_cnn (20), EPOCHS_resnet20 (12), FINAL_POLISH (2),
 # LR (1.0: the peak learning rate at the global batch), WARMUP (2 epochs), TRUST (0.01: LARS trust
@@ -21,7 +21,7 @@
 # ("[0.35, 1.0]"), ERASING (0.5: probability), ARMS ("a c": the trained arms; "a" alone for a pilot,
 # which then leaves (c) and (d) out of the table).
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$here"
 out=${POLISH_OUT:-out/polish_study}
 bin=${HPCNN_BIN:-build/tools}
@@ -115,6 +115,6 @@ for m in "${models[@]}"; do
     done
   done
 done
-$py scripts/polish_study_report.py "$out"
+$py studies/polish/report.py "$out"
 echo "$((SECONDS - t_start))" >> "$out/wall_seconds"  # one line per run of this script
 log "done in $((SECONDS - t_start)) s"

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""PyTorch side of scripts/bench_fcl.sh: the dense first FC layer (Linear C*S*S -> O) and the
+"""PyTorch side of bench/bench_fcl.sh: the dense first FC layer (Linear C*S*S -> O) and the
 structured sparse one (Conv2d 1x1 C -> R, flatten, Linear R*S*S -> O) at the same shapes as
 bench/fcl_bench, channels_last input, median milliseconds of forward and of backward (input and
-weight gradients). Threads pinned as scripts/bench_train_torch.py does.
-usage: /usr/bin/python3 scripts/bench_fcl_torch.py [--batch 64] [--channels 512] [--size 7]
+weight gradients). Threads pinned as bench/bench_train_torch.py does.
+usage: /usr/bin/python3 bench/bench_fcl_torch.py [--batch 64] [--channels 512] [--size 7]
            [--outputs 4096] [--rank 24] [--threads T] [--warmup 2] [--iterations 10]
 Prints one JSON line per layer and pass, like fcl_bench."""
 import argparse

@@ -2,9 +2,9 @@
 # Benchmark: training-step throughput (images/s for forward + backward + SGD update, batch 64)
 # and peak resident memory of the CPU training engine, side by side with PyTorch on the CPU
 # (Debian's python3-torch, /usr/bin/python3) in the same run, for the two models of
-# scripts/bench_models.py (small Fashion-MNIST CNN, ResNet-18-like on 1x28x28).
+# bench/bench_models.py (small Fashion-MNIST CNN, ResNet-18-like on 1x28x28).
 # PyTorch runs at its best: channels_last, threads pinned by torch.set_num_threads,
-# OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (scripts/bench_train_torch.py).
+# OMP_NUM_THREADS and OPENBLAS_NUM_THREADS (bench/bench_train_torch.py).
 # For each model and thread count the two run interleaved (ours, torch, ours, torch, ...),
 # each process under /usr/bin/time for its peak RSS; the best throughput of the rounds counts.
 # Goals: ours >= 0.8x torch's images/s everywhere; ResNet-18-like peak RSS <= 1.5x torch's.
@@ -51,8 +51,8 @@ bench="$build/bench/train_bench"
 modeldir="$build/bench_models"
 mkdir -p "$modeldir"
 for m in $models; do
-  if [ ! -s "$modeldir/$m.onnx" ] || [ "$here/scripts/bench_models.py" -nt "$modeldir/$m.onnx" ]; then
-    "$py" "$here/scripts/bench_models.py" "$modeldir" --models "$m" --batch 64
+  if [ ! -s "$modeldir/$m.onnx" ] || [ "$here/bench/bench_models.py" -nt "$modeldir/$m.onnx" ]; then
+    "$py" "$here/bench/bench_models.py" "$modeldir" --models "$m" --batch 64
   fi
 done
 
@@ -107,7 +107,7 @@ for m in $models; do
       [ "$kib" -gt "$mem_ours" ] && mem_ours=$kib
       run "torch-$m-$t-$r" env OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" MKL_NUM_THREADS="$t" \
         LD_LIBRARY_PATH="${TORCH_BLAS_DIR:+$TORCH_BLAS_DIR:}${LD_LIBRARY_PATH:-}" \
-        "$py" "$here/scripts/bench_train_torch.py" "$m" --threads "$t" --warmup "$warmup" --steps "$steps"
+        "$py" "$here/bench/bench_train_torch.py" "$m" --threads "$t" --warmup "$warmup" --steps "$steps"
       echo "   $m T=$t round $r: torch $ips img/s, $((kib / 1024)) MiB" >&2
       best_torch=$(maxf "$best_torch" "$ips") cpu_torch=$(maxf "$cpu_torch" "$ipc")
       [ "$kib" -gt "$mem_torch" ] && mem_torch=$kib

@@ -7,7 +7,7 @@
 # bench/huffman_ab.cpp with the rest of today's library (so changes elsewhere, e.g. in
 # block_split.cpp or chunk_plan.cpp, are in both), timed in alternating pairs in one process:
 # one thread, in memory, same bytes checked. REV's files must compile against today's headers.
-# usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]
+# usage: bench/ab_huffman.sh REV [PAIRS] [FILE...]
 #   defaults: PAIRS 16; files: the corpus concatenated in name order, bible.txt, Fashion-MNIST's
 #   training images. Run scripts/setup.sh and scripts/build.sh first (BUILD_DIR: another build).
 #   HUFFMAN_AB_NO_GAP_ARRAY=1: streams without gap arrays. KEEP_AB=PATH: keep the program there
@@ -16,7 +16,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${BUILD_DIR:-$here/build}"
-rev=${1:?usage: scripts/ab_huffman.sh REV [PAIRS] [FILE...]}
+rev=${1:?usage: bench/ab_huffman.sh REV [PAIRS] [FILE...]}
 pairs=${2:-16}
 [[ $pairs =~ ^[1-9][0-9]*$ ]] || { echo "ab_huffman.sh: PAIRS is '$pairs': a positive integer" >&2; exit 2; }
 git -C "$here" rev-parse -q --verify "$rev^{commit}" > /dev/null || { echo "ab_huffman.sh: '$rev' is no revision of this repository" >&2; exit 2; }

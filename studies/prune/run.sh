@@ -3,7 +3,7 @@
 # of configs/, against the uniform-rate L1-norm baseline at the same parameter count with the same
 # fine-tuning budget, 3 seeds each.
 #
-#   bash scripts/prune_study.sh [MODEL...]        MODEL: cnn, resnet20 (default both)
+#   bash studies/prune/run.sh [MODEL...]        MODEL: cnn, resnet20 (default both)
 #
 # Steps per model, each skipped when its output exists (the study is rerunnable and resumes where
 # it stopped, also inside a step: an interrupted training or fine-tuning continues from its
@@ -25,16 +25,16 @@
 #   4. inference speed (dist-train --evaluate on the 10,000 test images, one process, 2 threads,
 #      the best of 3 runs) of base before the seeds, and of each seed's final models as soon
 #      as they are there (nothing else of the study runs then).
-# Then scripts/prune_study_report.py writes out/study/table.md and out/study/accuracy_vs_params.png
+# Then studies/prune/report.py writes out/study/table.md and out/study/accuracy_vs_params.png
 # (and, with STUDY_RECORD=DIR, copies the small files they are made from and the base model into DIR, e.g.
-# docs/prune_study/<name>/, to keep in the repository: the outputs themselves do not outlive the
-# machine); with STUDY_RECORD, after every seed too, and `prune_study_report.py OUT --record DIR`
+# studies/prune/records/<name>/, to keep in the repository: the outputs themselves do not outlive the
+# machine); with STUDY_RECORD, after every seed too, and `studies/prune/report.py OUT --record DIR`
 # run by hand while a study runs also keeps the iterations of an unfinished loop. A study folder
 # (or a record replayed into it) made with other settings (settings.json: epochs, bar, final
 # epochs, ranks; fewer iterations) is refused before any work, so that seeds of two studies never
 # mix: a record is checked before anything of it is copied.
 #
-# A lost study folder is rebuilt from its record with STUDY_REPLAY=docs/prune_study/<name>: the
+# A lost study folder is rebuilt from its record with STUDY_REPLAY=studies/prune/records/<name>: the
 # record's base model and settings are copied in, the seeds the record finished at these settings
 # are copied too, and every other seed's loop is replayed from the record's log (prune_loop.py
 # --replay: only accepted iterations are fine-tuned again, and every iteration must come out as
@@ -50,11 +50,11 @@
 # limit of steps per epoch in the final fine-tunings; not for results). Per-model overrides:
 # LOOP_ITERATIONS_<model>, LOOP_EPOCHS_<model>, LOOP_DROP_<model>, FINAL_EPOCHS_<model> (e.g.
 # LOOP_EPOCHS_resnet20=3). The ResNet-20 defaults are the settings that met the issue's goal over
-# 3 seeds (README, record docs/prune_study/resnet20_e12_drop04_it12: -60.1% parameters at -0.01
+# 3 seeds (README, record studies/prune/records/resnet20_e12_drop04_it12: -60.1% parameters at -0.01
 # points, uniform rate -0.65); a 0.6-point bar reached -74% at -0.37 points; with 3 epochs and a
 # 0.2 bar, below the sampling error of 5,000 validation images, the loop stopped at -14%.
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$here"
 out=${STUDY_OUT:-out/study}
 seeds=${SEEDS:-1 2 3}
@@ -248,10 +248,10 @@ EOF
     [ ! -f "$ue/final_tuned.onnx" ] || finals+=("$ue/final_tuned.onnx")
     speed "${finals[@]}"
     # The record after every seed: what a study that is stopped here keeps.
-    [ -z "${STUDY_RECORD:-}" ] || $py scripts/prune_study_report.py "$out" --record "$STUDY_RECORD" > /dev/null
+    [ -z "${STUDY_RECORD:-}" ] || $py studies/prune/report.py "$out" --record "$STUDY_RECORD" > /dev/null
   done
   speed "$dir"/loop-s*/final_tuned.onnx "$dir"/uniform-s*/final_tuned.onnx "$dir"/uniform-eq-s*/final_tuned.onnx  # seeds of an earlier run of this script
 done
-$py scripts/prune_study_report.py "$out" ${STUDY_RECORD:+--record "$STUDY_RECORD"}
+$py studies/prune/report.py "$out" ${STUDY_RECORD:+--record "$STUDY_RECORD"}
 echo "$((SECONDS - t_start))" >> "$out/wall_seconds"  # one line per run of this script
 log "done in $((SECONDS - t_start)) s"

@@ -7,7 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$here/out"
 mkdir -p "$out/models"
-"$here/.venv/bin/python" "$here/scripts/make_light_models.py" "$out/models" --models vgg19
+"$here/.venv/bin/python" "$here/tests/fixtures/make_light_models.py" "$out/models" --models vgg19
 model="$out/models/vgg19.onnx"
 size=$(stat -c %s "$model")
 threshold="${1:-0.01}"

@@ -2,9 +2,9 @@
 # Builds the libFuzzer targets of the huffgpu decoder and round trip (fuzz/CMakeLists.txt: a
 # codec-only CMake build with clang, AddressSanitizer + UndefinedBehaviorSanitizer, linking the
 # codec's own library target) and runs each for SECONDS (default 60).
-# usage: scripts/fuzz.sh [SECONDS] [BUILD_DIR]
+# usage: tests/tools/fuzz.sh [SECONDS] [BUILD_DIR]
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 secs="${1:-60}"
 out="${2:-$here/build/fuzz}"
 mkdir -p "$out"

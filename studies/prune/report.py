@@ -1,15 +1,15 @@
-"""The table and the plot of scripts/prune_study.sh: reads out/study/<model>/ and writes
+"""The table and the plot of studies/prune/run.sh: reads out/study/<model>/ and writes
 out/study/table.md (markdown) and out/study/accuracy_vs_params.png (test accuracy against
 parameters, both methods, every seed, with the unpruned model).
 
-    prune_study_report.py [OUT] [--record DIR]
+    studies/prune/report.py [OUT] [--record DIR]
 
 --record DIR also copies the small files the table is made from (settings, summaries, logs,
 accuracies, speeds, seconds: kilobytes) and the trained base model every seed starts from (about
 1-2 MB; no pruned or fine-tuned model) into DIR with the same layout, so that a study can be kept
-in the repository (docs/prune_study/), its table and plot remade from the record alone
-(prune_study_report.py DIR), and more seeds added to it without training the base again (copy
-DIR's <model>/ into OUT and run scripts/prune_study.sh with the same settings: the steps whose
+in the repository (studies/prune/records/), its table and plot remade from the record alone
+(studies/prune/report.py DIR), and more seeds added to it without training the base again (copy
+DIR's <model>/ into OUT and run studies/prune/run.sh with the same settings: the steps whose
 outputs the record holds are skipped; or STUDY_REPLAY=DIR, which also rebuilds the loops of
 unfinished seeds from the iterations the record keeps of them)."""
 import argparse
@@ -163,7 +163,7 @@ def record(out, dest):
     whole, so that a study continued from the record runs that seed again rather than skipping a
     loop whose final model the record does not keep; what DEST held for it (and for that seed's
     uniform rate, which follows the loop's result) is removed. Of such a loop the record keeps the
-    iterations logged so far, as loop-s<s>/log.json alone, for prune_study.sh's STUDY_REPLAY to
+    iterations logged so far, as loop-s<s>/log.json alone, for run.sh's STUDY_REPLAY to
     rebuild it from (a study that outlives its machine)."""
     for model in NAMES:
         unfinished = {run for run in glob.glob(os.path.join(out, model, "*-s*")) if not os.path.exists(os.path.join(run, "final_tuned.test.json"))}
@@ -191,7 +191,7 @@ def record(out, dest):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description="Table and plot of scripts/prune_study.sh")
+    ap = argparse.ArgumentParser(description="Table and plot of studies/prune/run.sh")
     ap.add_argument("out", nargs="?", default="out/study")
     ap.add_argument("--record", metavar="DIR", help="also copy the files the table is made from into DIR")
     a = ap.parse_args()

@@ -2,7 +2,7 @@
 # dist-train benchmark: training images/s of the Fashion-MNIST CNN config with 1 and 2 ranks
 # (one thread each) and the scaling efficiency; bytes exchanged per step and step time, dense vs
 # sparse, for the same CNN with 90% of its weights zeroed (Singh & Bhatele, arXiv 2302.05045).
-# Usage: scripts/bench_dist.sh [STEPS]   (STEPS optimizer steps per measurement, default 150)
+# Usage: bench/bench_dist.sh [STEPS]   (STEPS optimizer steps per measurement, default 150)
 # Needs a build (scripts/build.sh) and the .venv (scripts/setup.sh). Prints a table.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

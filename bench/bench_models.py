@@ -13,7 +13,7 @@ Convolutions followed by BatchNorm have no bias. The ONNX export uses training m
 the graph (opset 13); the batch dimension is fixed to the export batch.
 
 Run with Debian's interpreter (python3-torch):
-  /usr/bin/python3 scripts/bench_models.py OUT_DIR [--models fmnist_cnn,resnet18] [--batch 64]
+  /usr/bin/python3 bench/bench_models.py OUT_DIR [--models fmnist_cnn,resnet18] [--batch 64]
 writes OUT_DIR/<model>.onnx. bench_train_torch.py imports build_model() from here.
 """
 import argparse

@@ -1,4 +1,4 @@
-"""The table of scripts/polish_study.sh: reads out/polish_study/<model>/s<seed>/ and writes
+"""The table of studies/polish/run.sh: reads out/polish_study/<model>/s<seed>/ and writes
 out/polish_study/table.md: per model and arm the test accuracy of every seed and its mean ± sample
 standard deviation, the differences (b) - (a) and (d) - (c) per seed, and the two expectations of
 issue 15 checked against the data ((b) - (a) >= 0.2 points for at least one model; (d) - (c) no

@@ -61,7 +61,7 @@ def check_sources(lib):
     modules = sorted(d for d in os.listdir(lib) if os.path.isdir(os.path.join(lib, d)))
     for module in modules:
         if module not in GRAPH:
-            problems.append(f"lib/{module}/: a module the graph in scripts/check_layering.py does not know")
+            problems.append(f"lib/{module}/: a module the graph in tests/tools/check_layering.py does not know")
             continue
         ok = allowed(module)
         for folder, _, files in os.walk(os.path.join(lib, module)):
@@ -123,7 +123,7 @@ def self_test(lib):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     ap.add_argument("--binaries")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()

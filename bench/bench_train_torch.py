@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch side of the training-throughput benchmark (scripts/bench_train.sh).
+"""PyTorch side of the training-throughput benchmark (bench/bench_train.sh).
 
 Trains a model of bench_models.py for W warm-up + S timed steps at batch B on one fixed random
 batch of 1x28x28 images with random labels: forward, cross-entropy with label smoothing 0.1,
@@ -9,7 +9,7 @@ build starts with 1 thread and its BLAS ignores torch's setting: torch.set_num_t
 OMP_NUM_THREADS=T and OPENBLAS_NUM_THREADS=T (set here before torch is imported unless the
 caller already set them; a different value is refused).
 
-usage: /usr/bin/python3 scripts/bench_train_torch.py MODEL [--threads T] [--batch 64]
+usage: /usr/bin/python3 bench/bench_train_torch.py MODEL [--threads T] [--batch 64]
            [--warmup W] [--steps S] [--lr 0.01] [--profile]
 Prints one JSON line on stdout: images_per_s over the timed steps (and images_per_cpu_s, per
 second of process CPU time: steadier on a shared machine), the BLAS library loaded, the loss,

@@ -2,11 +2,11 @@
 # Old build against new build, interleaved in one run (old, new, old, new, ...), best of ROUNDS
 # (default 3), for the benchmarks of studies/: the huffgpu CPU codec (huffman_bench, TOTAL of the
 # corpus and Fashion-MNIST: encode/decode MB/s at 1 and 2 threads), training steps (train_bench
-# on the two models of scripts/bench_models.py at 1 and 2 threads), dist-train (images/s at 1 and
-# 2 ranks, ms/step of the 90%-sparse CNN dense and sparse: scripts/bench_dist.sh) and prune-rate on
-# the light VGG-19 (wall time and peak RSS: scripts/bench_prune_vgg19.sh's run). Prints one row per
+# on the two models of bench/bench_models.py at 1 and 2 threads), dist-train (images/s at 1 and
+# 2 ranks, ms/step of the 90%-sparse CNN dense and sparse: bench/bench_dist.sh) and prune-rate on
+# the light VGG-19 (wall time and peak RSS: bench/bench_prune_vgg19.sh's run). Prints one row per
 # figure: old, new, new/old, and flags rows more than 5% worse.
-# usage: scripts/bench_compare.sh OLD_BUILD NEW_BUILD    (both built with the benchmark targets
+# usage: bench/bench_compare.sh OLD_BUILD NEW_BUILD    (both built with the benchmark targets
 #        huffman_bench, train_bench, dist-train, prune-rate; scripts/setup.sh run)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,9 +20,9 @@ corpus="${CORPUS:-$here/../shared/corpus}"
 files=()
 for f in "$corpus"/*; do case "$f" in *.md) ;; *) [ -f "$f" ] && files+=("$f") ;; esac; done
 gzip -dc /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz > "$tmp/fmnist"
-# The training models come from PyTorch (Debian's python3-torch; scripts/bench_train.sh installs it).
-/usr/bin/python3 "$here/scripts/bench_models.py" "$tmp/models" --models fmnist_cnn,resnet18 --batch 64 > /dev/null
-"$py" "$here/scripts/make_light_models.py" "$tmp/light" --models vgg19 > /dev/null
+# The training models come from PyTorch (Debian's python3-torch; bench/bench_train.sh installs it).
+/usr/bin/python3 "$here/bench/bench_models.py" "$tmp/models" --models fmnist_cnn,resnet18 --batch 64 > /dev/null
+"$py" "$here/tests/fixtures/make_light_models.py" "$tmp/light" --models vgg19 > /dev/null
 results="${RESULTS:-$here/out/bench_compare_results.txt}"  # kept: the raw figures of every run
 mkdir -p "$(dirname "$results")"
 : > "$results"
@@ -50,7 +50,7 @@ for r in $(seq "$rounds"); do
       done
     done
     # dist-train
-    out=$(BUILD_DIR="$b" bash "$here/scripts/bench_dist.sh" 100)
+    out=$(BUILD_DIR="$b" bash "$here/bench/bench_dist.sh" 100)
     record dist_1rank_img_per_s "$side" "$(awk '/^  1 rank :/{print $4}' <<< "$out")" 1
     record dist_2ranks_img_per_s "$side" "$(awk '/^  2 ranks:/{print $3}' <<< "$out")" 1
     record dist_sparse90_dense_ms_per_step "$side" "$(awk '/  dense :/{print $(NF-1)}' <<< "$out")" 0

@@ -3,7 +3,7 @@ training images (normalised only, as bn-polish reads them) with every BatchNorma
 extra output and compares each channel's mean and population variance with the written
 input_mean / input_var. Prints the relative errors per layer; exit 1 when one exceeds 1e-3.
 
-    .venv/bin/python scripts/bn_polish_check.py POLISHED.onnx --mean 0.286 --std 0.353 --samples 10000 \\
+    .venv/bin/python studies/polish/check_statistics.py POLISHED.onnx --mean 0.286 --std 0.353 --samples 10000 \\
         [--images /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz]
 """
 import argparse
@@ -23,14 +23,14 @@ ap.add_argument("--samples", type=int, required=True)
 ap.add_argument("--images", default="/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 a = ap.parse_args()
 if a.samples < 1:
-    sys.exit(f"bn_polish_check: --samples must be >= 1, not {a.samples}")
+    sys.exit(f"check_statistics: --samples must be >= 1, not {a.samples}")
 try:
     m = onnx.load(a.model)
     raw = gzip.open(a.images).read()
 except Exception as e:  # noqa: BLE001 (a missing, truncated or corrupt file)
-    sys.exit(f"bn_polish_check: cannot read {a.model} or {a.images}: {e}")
+    sys.exit(f"check_statistics: cannot read {a.model} or {a.images}: {e}")
 if not m.graph.node:
-    sys.exit(f"bn_polish_check: {a.model} holds no graph (empty or not an ONNX model)")
+    sys.exit(f"check_statistics: {a.model} holds no graph (empty or not an ONNX model)")
 inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
 bns = [n for n in m.graph.node if n.op_type == "BatchNormalization"]
 for n in bns:
@@ -38,7 +38,7 @@ for n in bns:
 sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
 x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)[: a.samples].astype(np.float32) / 255
 if len(x) < a.samples:
-    sys.exit(f"bn_polish_check: {a.images} holds {len(x)} images, fewer than --samples {a.samples}")
+    sys.exit(f"check_statistics: {a.images} holds {len(x)} images, fewer than --samples {a.samples}")
 x = (x - a.mean) / a.std
 names = [n.input[0] for n in bns]
 s1, s2, cnt = [0.0] * len(bns), [0.0] * len(bns), [0] * len(bns)

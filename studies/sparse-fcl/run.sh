@@ -3,7 +3,7 @@
 # Fashion-MNIST, trained dense on 2 ranks, its first FC layer replaced at >= 20x compression with
 # each initialisation (svd, data, random), each fine-tuned with dist-train --fine-tune.
 #
-#   bash scripts/fcl_study.sh
+#   bash studies/sparse-fcl/run.sh
 #
 # Steps, each skipped when its output exists (rerunnable; delete a file to redo its step):
 #   dense.onnx            12 epochs (the config), 2 ranks
@@ -14,14 +14,14 @@
 #                         the first (seed 1 is the config's own seed: <init>.tuned.onnx)
 # Then out/fcl_study/table.md (mean ± sd over the seeds where there are several).
 # Environment: FCL_OUT (out/fcl_study), FCL_EPOCHS (3), FCL_SEEDS ("1"), FCL_INITS ("svd data random"),
-# HPCNN_BIN (build/tools). The 3-seed figure of the README:
-#   FCL_OUT=out/fcl_study8 FCL_EPOCHS=8 FCL_SEEDS="1 2 3" FCL_INITS=svd bash scripts/fcl_study.sh
+# HPCNN_BIN (build/tools). The 3-seed figure of studies/sparse-fcl/README.md:
+#   FCL_OUT=out/fcl_study8 FCL_EPOCHS=8 FCL_SEEDS="1 2 3" FCL_INITS=svd bash studies/sparse-fcl/run.sh
 # The README's 8-epoch rows reuse the dense model:
 #   mkdir -p out/fcl_study8 && cp out/fcl_study/dense.* out/fcl_study8/ && rm out/fcl_study8/dense.ckpt
-#   FCL_OUT=out/fcl_study8 FCL_EPOCHS=8 bash scripts/fcl_study.sh
+#   FCL_OUT=out/fcl_study8 FCL_EPOCHS=8 bash studies/sparse-fcl/run.sh
 # An interrupted fine-tuning starts over (its checkpoint is overwritten, not resumed).
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$here"
 out=${FCL_OUT:-out/fcl_study}
 epochs=${FCL_EPOCHS:-3}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The structured sparse FCL against the dense first FC layer at VGG-16's fc6 shapes (batch 64,
 # 512x7x7 -> 4096, C' = 24): ours (bench/fcl_bench: ops/sparse_fcl.h and ops/gemm.h) and PyTorch
-# (Debian's python3-torch, scripts/bench_fcl_torch.py) in the same run, 1 and 2 threads, forward
+# (Debian's python3-torch, bench/bench_fcl_torch.py) in the same run, 1 and 2 threads, forward
 # and backward separately. Prints a table and checks the goals of issue 14: each of our four times
 # no slower than PyTorch's, and a forward speed-up of at least 0.85 of the MAC ratio.
 # Each implementation runs BENCH_ROUNDS times, alternating, and each time is the least of its rounds'
@@ -21,7 +21,7 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for _ in $(seq "$rounds"); do for t in 1 2; do
   OMP_NUM_THREADS=$t "$bench" --threads "$t" --batch "$batch" --iterations "$it" | sed 's/^{/{"impl": "ours", /' >> "$results"
-  /usr/bin/python3 "$here/scripts/bench_fcl_torch.py" --threads "$t" --batch "$batch" --iterations "$it" \
+  /usr/bin/python3 "$here/bench/bench_fcl_torch.py" --threads "$t" --batch "$batch" --iterations "$it" \
     | sed 's/^{/{"impl": "torch", /' >> "$results"
 done; done
 /usr/bin/python3 - "$results" <<'PY'
