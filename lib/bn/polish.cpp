@@ -8,12 +8,12 @@
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "measure/input_shape.h"
+#include "measure/sensitivity.h"
 #include "nn/batchnorm_statistics.h"
 #include "nn/model.h"
 #include "onnx/graph.h"
 #include "onnx/tensor.h"
-#include "train/input_shape.h"
-#include "train/sensitivity.h"
 
 namespace hpcnn::bn {
 
@@ -124,7 +124,7 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
   if (o.batch_size < 1) throw_error(ErrorKind::usage, "the batch size must be >= 1");
   if (o.samples < 0) throw_error(ErrorKind::usage, "the number of samples must be >= 0");
   if (samples->size() == 0) throw_error(ErrorKind::bad_input, samples->origin() + " holds no samples");
-  train::check_input_shape(model, origin, *samples);
+  measure::check_input_shape(model, origin, *samples);
   if (o.samples > samples->size())
     throw_error(ErrorKind::usage, std::to_string(o.samples) + " samples asked for, but " + samples->origin() + " holds " +
                                       std::to_string(samples->size()));
@@ -169,7 +169,7 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
   }
   result.passes = 1 + std::max_element(nodes.begin(), nodes.end(), [](auto& a, auto& b) { return a.pass < b.pass; })->pass;
 
-  train::SensitivityOptions lo;
+  measure::SensitivityOptions lo;
   lo.batches = B;
   lo.batch_size = o.batch_size;
   lo.normalise = o.normalise;
@@ -207,7 +207,7 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
       total += static_cast<size_t>(B) * (1 + 2 * static_cast<size_t>(result.layers[l].channels));
     }
     std::vector<double> gathered(total, 0.0);
-    const auto loader = train::first_batches(range, lo);
+    const auto loader = measure::first_batches(range, lo);
     for (int64_t b = 0; b < B; ++b) {
       auto batch = loader->next_batch();
       if (!batch) throw_error(ErrorKind::bad_input, samples->origin() + ": the loader ended before batch " + std::to_string(b));

@@ -19,7 +19,7 @@
 // SVD of the O x HW block W_c = W[:, c*HW : (c+1)*HW], Q_c = V_k^T and P_c = W_c V_k.
 //
 // data (channel structure): with Sigma the C x C second moment of the layer's input channels over
-// positions and samples (train/channel_moments.h), the expected output error
+// positions and samples (measure/channel_moments.h), the expected output error
 // E||(W - W') x||^2 = ||(M - M') Sigma^(1/2)||_F^2 when the positions are treated as uncorrelated
 // (an approximation: neighbouring positions are correlated in practice) is minimised by the
 // truncated SVD of M Sigma^(1/2): V_r its top right singular vectors, A = V_r^T Sigma^(-1/2),

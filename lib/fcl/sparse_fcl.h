@@ -47,7 +47,7 @@ struct SparsifyOptions {
   std::optional<int64_t> spatial_width;  // k outputs per channel (spatial structure)
   Init init = Init::svd;
   // Init::data: called once the layer is found, with the name of its 4-D input value and its channel
-  // count; returns the channels' second moment [C, C] (train/channel_moments.h; the tool wires it,
+  // count; returns the channels' second moment [C, C] (measure/channel_moments.h; the tool wires it,
   // so that fcl needs no engine) and a JSON description for the report.
   std::function<std::pair<std::vector<double>, nlohmann::ordered_json>(const std::string& value, int64_t channels)> input_moment;
   uint64_t seed = 1;  // random init

@@ -4,7 +4,7 @@
 // the authors' code FujitsuResearch/automatic_pruning, auto_prune_cifar10.py, functions
 // calculate_thresholds, scale_thresholds, initialize_upper_bound, update_upper_bound).
 //
-// From a measured loss and connection sensitivity (train/sensitivity.h, reached through plain
+// From a measured loss and connection sensitivity (measure/sensitivity.h, reached through plain
 // numbers so that prune needs no engine):
 //   raw threshold     th_g = (L_before * (1 + margin) - L) * S_g / N_g
 //                     with S_g, N_g the sums of S_p and of the element counts N_p over the weights

@@ -257,19 +257,7 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
 
 }  // namespace
 
-data::AugmentOptions augment_options(const TrainConfig& cfg) {
-  data::AugmentOptions a;
-  a.pad = cfg.augmentation.crop_padding;
-  a.flip = cfg.augmentation.horizontal_flip;
-  a.resized_scale = cfg.augmentation.resized_crop_scale;
-  a.resized_ratio = cfg.augmentation.resized_crop_ratio;
-  a.erase_probability = cfg.augmentation.erasing_probability;
-  a.erase_scale = cfg.augmentation.erasing_scale;
-  a.erase_ratio = cfg.augmentation.erasing_ratio;
-  a.mean = cfg.augmentation.mean;
-  a.std = cfg.augmentation.std;
-  return a;
-}
+data::AugmentOptions augment_options(const TrainConfig& cfg) { return data::augment_options(cfg.augmentation); }
 
 TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
   return parse_config(path, overrides, true);

@@ -14,27 +14,14 @@
 #include <vector>
 
 #include "data/augment.h"
+#include "data/config.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
 namespace hpcnn::train {
 
-struct DataConfig {
-  std::string train_images, train_labels, test_images, test_labels;
-  bool cache = true;               // keep decoded samples in memory
-  int prefetch = 4;                // batches queued by the loader thread
-  int64_t validation_samples = 0;  // the last N training samples form the validation split (not trained on)
-};
-
-struct AugmentConfig {
-  int crop_padding = 0;                                // random crop with this much zero padding (0: off)
-  std::array<double, 2> resized_crop_scale{1.0, 1.0};  // random resized crop (off at [1, 1]), data/augment.h
-  std::array<double, 2> resized_crop_ratio{3.0 / 4.0, 4.0 / 3.0};
-  bool horizontal_flip = false;
-  double erasing_probability = 0;  // random erasing (0: off), data/augment.h
-  std::array<double, 2> erasing_scale{0.02, 0.33}, erasing_ratio{0.3, 3.3};
-  std::vector<float> mean{0.0f}, std{1.0f};  // per channel, after scaling u8 pixels to [0, 1]
-};
+using DataConfig = data::DataConfig;        // the configuration's "data" section (data/config.h)
+using AugmentConfig = data::AugmentConfig;  // its "augmentation" section
 
 struct TrainConfig {
   std::string model, output, metrics, checkpoint;

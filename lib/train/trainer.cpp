@@ -19,6 +19,8 @@
 #include "data/epoch_plan.h"
 #include "data/loader.h"
 #include "data/source.h"
+#include "measure/evaluate.h"
+#include "measure/input_shape.h"
 #include "nn/evaluate.h"
 #include "nn/loss.h"
 #include "nn/model.h"
@@ -30,7 +32,6 @@
 #include "train/batchnorm_sync.h"
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
-#include "train/input_shape.h"
 #include "train/optimizer.h"
 
 namespace hpcnn::train {
@@ -75,39 +76,14 @@ void compare_checksums(nn::Model& model, dist::Communicator& comm, const std::st
                                          " (checksums " + std::to_string(all[r]) + " vs " + std::to_string(all[0]) + ")");
 }
 
-std::shared_ptr<const data::SampleSource> open(const std::string& images, const std::string& labels, bool cache,
-                                               const char* what) {
-  if (images.empty()) throw_error(ErrorKind::usage, std::string("configuration key 'data.") + what + "_images' is required");
-  data::DataFiles f;
-  f.images = {images};
-  if (!labels.empty()) f.labels = {labels};
-  f.cache = cache;
-  auto source = data::open_source(f);
-  spdlog::info("{} data: {} samples from {}", what, source->size(), source->origin());
-  return source;
-}
-
-// Test-set evaluation through nn/evaluate.h: each rank runs its shard, the sums are allreduced.
-nn::EvalSums evaluate_test(nn::Model& model, const TrainConfig& cfg, dist::Communicator& comm,
-                           const std::shared_ptr<const data::SampleSource>& test) {
-  data::LoaderOptions o;
-  o.mode = data::LoaderMode::evaluate;
+// The evaluation options of a configuration (measure/evaluate.h).
+measure::EvalOptions eval_options(const TrainConfig& cfg) {
+  measure::EvalOptions o;
   o.batch_size = cfg.eval_batch_size;
-  o.rank = comm.rank();
-  o.world_size = comm.size();
   o.seed = cfg.seed;
   o.prefetch = cfg.data.prefetch;
-  o.augment = augment_options(cfg);
-  o.augment_enabled = false;
-  data::BatchLoader loader(test, o);
-  loader.start_epoch(0);
-  nn::EvalSums e;
-  while (auto b = loader.next_batch())
-    nn::evaluate_batch(model, b->images, b->labels, e, 0.0f,
-                       [&](int64_t n) { return test->locate(b->indices[static_cast<size_t>(n)]); });
-  double s[4] = {e.loss, e.top1, e.top5, e.count};
-  comm.allreduce_sum(s, 4);
-  return {s[0], s[1], s[2], s[3]};
+  o.normalise = augment_options(cfg);
+  return o;
 }
 
 // The optimizer state per parameter, dense (zeros where a sparse layout keeps no state), on the host.
@@ -253,8 +229,8 @@ class Trainer {
   }
 
   void open_data() {
-    train_src_ = open(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
-    check_input_shape(loaded_.proto, cfg_.model, *train_src_);
+    train_src_ = data::open_configured(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
+    measure::check_input_shape(loaded_.proto, cfg_.model, *train_src_);
     if (cfg_.data.validation_samples > 0) {
       auto [train, validation] = data::split_validation(train_src_, cfg_.data.validation_samples);
       train_src_ = train;
@@ -263,8 +239,8 @@ class Trainer {
                    train_src_->size() + validation_src_->size());
     }
     if (!cfg_.data.test_images.empty()) {
-      test_src_ = open(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
-      check_input_shape(loaded_.proto, cfg_.model, *test_src_);
+      test_src_ = data::open_configured(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
+      measure::check_input_shape(loaded_.proto, cfg_.model, *test_src_);
     }
     data::LoaderOptions lo;
     lo.mode = data::LoaderMode::train;
@@ -414,14 +390,14 @@ class Trainer {
            {"final_polish", sums.polish},
            {"bytes_exchanged_per_step", exchange_->bytes_per_step()}};
     if (validation_src_) {
-      const nn::EvalResult e = nn::eval_result(evaluate_test(*model_, cfg_, comm_, validation_src_));
+      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_), comm_, validation_src_));
       m["validation_loss"] = e.mean_loss;
       m["validation_accuracy"] = e.top1;
       // The same sums on every rank, hence the same decision.
       early_stop_ = cfg_.stop_at_validation_accuracy > 0 && e.top1 > cfg_.stop_at_validation_accuracy;
     }
     if (test_src_) {
-      const nn::EvalResult e = nn::eval_result(evaluate_test(*model_, cfg_, comm_, test_src_));
+      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_), comm_, test_src_));
       m["test_loss"] = e.mean_loss;
       m["test_accuracy"] = e.top1;
       m["test_top5"] = e.top5;
@@ -541,36 +517,7 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
   if (split != "test" && split != "validation")
     throw_error(ErrorKind::usage, "evaluation split '" + split + "': expected test or validation");
   set_threads(cfg, comm);
-  const std::string path = model_path.empty() ? cfg.model : model_path;
-  const onnxu::Model proto = onnxu::load_model(path);
-  const onnxu::Costs costs = onnxu::count_costs(onnxu::GraphView(proto.proto.graph()), onnxu::infer_shapes(proto.proto));
-  nn::Model model(proto.proto, path);
-  std::shared_ptr<const data::SampleSource> src;
-  if (split == "test") {
-    src = open(cfg.data.test_images, cfg.data.test_labels, cfg.data.cache, "test");
-  } else {
-    if (cfg.data.validation_samples <= 0)
-      throw_error(ErrorKind::usage, "--split validation needs data.validation_samples > 0 in the configuration");
-    src = data::split_validation(open(cfg.data.train_images, cfg.data.train_labels, cfg.data.cache, "train"),
-                                 cfg.data.validation_samples)
-              .second;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  check_input_shape(proto.proto, path, *src);
-  const nn::EvalResult e = nn::eval_result(evaluate_test(model, cfg, comm, src));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return json{{"model", path},
-              {"split", split},
-              {"samples", e.samples},
-              {split + "_accuracy", e.top1},
-              {split + "_top5", e.top5},
-              {split + "_loss", e.mean_loss},
-              {"seconds", secs},
-              {"images_per_second", secs > 0 ? static_cast<double>(e.samples) / secs : 0.0},
-              {"parameters", costs.params},
-              {"macs", costs.macs},
-              {"model_bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
-              {"world_size", comm.size()}};
+  return measure::evaluate_model(model_path.empty() ? cfg.model : model_path, split, cfg.data, eval_options(cfg), comm);
 }
 
 json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& run) {

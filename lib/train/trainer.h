@@ -35,7 +35,8 @@ nlohmann::json run_training(const TrainConfig& cfg, dist::Communicator& comm, co
 // requeued or rerun after a kill: one command line starts and continues them. Throws
 // ErrorKind::usage when the configuration names no checkpoint.
 std::string checkpoint_to_resume(const TrainConfig& cfg, dist::Communicator& comm);
-// Accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_* (split "test") or
+// measure::evaluate_model (measure/evaluate.h) with the configuration's data, eval_batch_size and threads:
+// accuracy and loss of `model_path` (or cfg.model when empty) on cfg.data.test_* (split "test") or
 // on the validation split held out of the training data (split "validation": the last
 // data.validation_samples samples). Keys: "<split>_accuracy", "<split>_top5", "<split>_loss",
 // "samples", "seconds", "images_per_second" (inference throughput of the evaluation, all ranks),

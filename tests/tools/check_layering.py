@@ -36,7 +36,8 @@ GRAPH = {
     "prune": ["onnx"],
     "fcl": ["onnx"],
     "data": ["core", "tensor", "huffman"],
-    "train": ["nn", "data", "dist", "onnx"],
+    "measure": ["nn", "data", "dist", "onnx"],
+    "train": ["measure", "nn", "data", "dist", "onnx"],
     "bn": ["train"],
 }
 INTERNAL = ("cpu", "cuda")  # folders private to their module

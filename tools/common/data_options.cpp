@@ -64,8 +64,8 @@ std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData&
   return d.validation_samples > 0 ? data::split_validation(all, d.validation_samples).first : all;
 }
 
-train::SensitivityOptions first_batches_options(const TrainingData& d, int64_t batches, int64_t batch_size) {
-  train::SensitivityOptions so;
+measure::SensitivityOptions first_batches_options(const TrainingData& d, int64_t batches, int64_t batch_size) {
+  measure::SensitivityOptions so;
   so.batches = batches;
   so.batch_size = batch_size;
   so.normalise.mean = d.mean;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "data/source.h"
-#include "train/sensitivity.h"
+#include "measure/sensitivity.h"
 
 namespace hpcnn::tool {
 
@@ -44,8 +44,8 @@ void add_data_options(CLI::App& app, DataOptions& options);
 TrainingData resolve_data_options(const DataOptions& options);
 
 // The samples of `data` (data/source.h: without the held-out validation split), and the batches a tool reads from them: the first
-// `batches` x `batch_size`, normalised with data.mean/std (train/sensitivity.h).
+// `batches` x `batch_size`, normalised with data.mean/std (measure/sensitivity.h).
 std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& data);
-train::SensitivityOptions first_batches_options(const TrainingData& data, int64_t batches, int64_t batch_size);
+measure::SensitivityOptions first_batches_options(const TrainingData& data, int64_t batches, int64_t batch_size);
 
 }  // namespace hpcnn::tool

@@ -17,9 +17,9 @@
 #include "core/error.h"
 #include "data/source.h"
 #include "dist/communicator.h"
+#include "measure/sensitivity.h"
 #include "onnx/model.h"
 #include "prune/prune_rate.h"
-#include "train/sensitivity.h"
 
 namespace {
 
@@ -144,9 +144,9 @@ int main(int argc, char** argv) {
         hpcnn::tool::Report report(comm->rank() == 0 ? out.report : std::string());
         if (data_driven) {
           const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
-          const hpcnn::train::Sensitivity s =
-              hpcnn::train::measure_sensitivity(m.proto, model, hpcnn::tool::open_training_data(td),
-                                                hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
+          const hpcnn::measure::Sensitivity s =
+              hpcnn::measure::measure_sensitivity(m.proto, model, hpcnn::tool::open_training_data(td),
+                                                  hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
           spdlog::info("loss {:.6g} over {} batches ({} samples of {}) on {} rank(s)", s.loss, s.batches, s.samples, td.images,
                        comm->size());
           o.data->loss = s.loss;

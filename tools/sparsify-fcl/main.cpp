@@ -13,8 +13,8 @@
 #include "data/source.h"
 #include "dist/communicator.h"
 #include "fcl/sparse_fcl.h"
+#include "measure/channel_moments.h"
 #include "onnx/model.h"
-#include "train/channel_moments.h"
 
 int main(int argc, char** argv) {
   std::string model, output, layer, structure = "channel", init = "svd";
@@ -83,9 +83,9 @@ int main(int argc, char** argv) {
           o.input_moment = [&](const std::string& value, int64_t) {
             auto comm = hpcnn::dist::make_single_communicator();
             const hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
-            const hpcnn::train::ChannelMoment cm =
-                hpcnn::train::channel_second_moment(m.proto, model, value, hpcnn::tool::open_training_data(td),
-                                                    hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
+            const hpcnn::measure::ChannelMoment cm =
+                hpcnn::measure::channel_second_moment(m.proto, model, value, hpcnn::tool::open_training_data(td),
+                                                      hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
             spdlog::info("second moment of the {} channels of '{}' over {} samples of {}", cm.channels, value, cm.samples,
                          td.images);
             return std::make_pair(cm.second_moment,

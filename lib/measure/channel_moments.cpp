@@ -1,13 +1,13 @@
-#include "train/channel_moments.h"
+#include "measure/channel_moments.h"
 
 #include <cmath>
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "measure/input_shape.h"
 #include "nn/model.h"
-#include "train/input_shape.h"
 
-namespace hpcnn::train {
+namespace hpcnn::measure {
 
 ChannelMoment channel_second_moment(const onnx::ModelProto& proto, const std::string& origin, const std::string& value,
                                     std::shared_ptr<const data::SampleSource> samples, const SensitivityOptions& o,
@@ -75,4 +75,4 @@ ChannelMoment channel_second_moment(const onnx::ModelProto& proto, const std::st
   return r;
 }
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::measure

@@ -1,4 +1,4 @@
-#include "train/sensitivity.h"
+#include "measure/sensitivity.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,12 +7,12 @@
 
 #include "core/error.h"
 #include "data/loader.h"
+#include "measure/input_shape.h"
 #include "nn/evaluate.h"
 #include "nn/loss.h"
 #include "nn/model.h"
-#include "train/input_shape.h"
 
-namespace hpcnn::train {
+namespace hpcnn::measure {
 
 std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const data::SampleSource>& samples,
                                                  const SensitivityOptions& o) {
@@ -106,4 +106,4 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
   return r;
 }
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::measure

@@ -1,4 +1,4 @@
-// hpcnn train: the second moment of a model's intermediate channels on data, for sparsify-fcl's
+// hpcnn measure: the second moment of a model's intermediate channels on data, for sparsify-fcl's
 // data-aware initialisation (fcl/factorize.h, Init::data).
 //
 // The model runs in inference mode (BatchNormalization with running statistics, no Dropout, images
@@ -21,9 +21,9 @@
 
 #include "data/source.h"
 #include "dist/communicator.h"
-#include "train/sensitivity.h"
+#include "measure/sensitivity.h"
 
-namespace hpcnn::train {
+namespace hpcnn::measure {
 
 struct ChannelMoment {
   int64_t channels = 0, samples = 0, batches = 0;
@@ -34,4 +34,4 @@ ChannelMoment channel_second_moment(const onnx::ModelProto& model, const std::st
                                     std::shared_ptr<const data::SampleSource> samples, const SensitivityOptions& options,
                                     dist::Communicator& comm);
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::measure

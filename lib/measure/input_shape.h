@@ -1,4 +1,4 @@
-// hpcnn train: the model's image input against the data, checked when both are opened, before any
+// hpcnn measure: the model's image input against the data, checked when both are opened, before any
 // batch runs (a mismatch used to surface as a shape error deep in the first node that ran).
 //
 // check_input_shape(): the graph's one runtime input (the first graph input that is not an
@@ -15,8 +15,8 @@
 
 #include "data/source.h"
 
-namespace hpcnn::train {
+namespace hpcnn::measure {
 
 void check_input_shape(const onnx::ModelProto& model, const std::string& model_origin, const data::SampleSource& samples);
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::measure

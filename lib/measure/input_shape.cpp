@@ -1,11 +1,11 @@
-#include "train/input_shape.h"
+#include "measure/input_shape.h"
 
 #include <set>
 #include <vector>
 
 #include "core/error.h"
 
-namespace hpcnn::train {
+namespace hpcnn::measure {
 
 void check_input_shape(const onnx::ModelProto& model, const std::string& model_origin, const data::SampleSource& samples) {
   const auto& g = model.graph();
@@ -37,4 +37,4 @@ void check_input_shape(const onnx::ModelProto& model, const std::string& model_o
                                           "] (channels, height, width)");
 }
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::measure

@@ -1,4 +1,4 @@
-// hpcnn train: loss and connection sensitivity of a model on labelled data, for prune-rate's
+// hpcnn measure: loss and connection sensitivity of a model on labelled data, for prune-rate's
 // data-driven thresholds (Sakai et al., "Automatic pruning rate derivation for structured
 // pruning of deep neural networks", ICPR 2022, Sec. 3.2; Sakai, Eto, Teranishi, JAIT 13(3), 2022;
 // the authors' code: FujitsuResearch/automatic_pruning, auto_prune_cifar10.py).
@@ -34,7 +34,7 @@
 #include "data/source.h"
 #include "dist/communicator.h"
 
-namespace hpcnn::train {
+namespace hpcnn::measure {
 
 struct SensitivityOptions {
   int64_t batches = 100;           // B at most (fewer when the data run out); the authors' calc_iter
@@ -50,7 +50,7 @@ struct Sensitivity {
 };
 
 // The evaluation-mode loader of the first min(batches * batch_size, size) samples, normalised only,
-// started at epoch 0 (also train/channel_moments.h).
+// started at epoch 0 (also measure/channel_moments.h).
 std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const data::SampleSource>& samples,
                                                  const SensitivityOptions& options);
 
@@ -59,4 +59,4 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& model, const std::string
                                 std::shared_ptr<const data::SampleSource> samples, const SensitivityOptions& options,
                                 dist::Communicator& comm);
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::measure

@@ -1,0 +1,63 @@
+#include "measure/evaluate.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/loader.h"
+#include "measure/input_shape.h"
+#include "onnx/costs.h"
+#include "onnx/model.h"
+#include "onnx/shapes.h"
+
+namespace hpcnn::measure {
+
+nn::EvalSums evaluate_samples(nn::Model& model, const EvalOptions& options, dist::Communicator& comm,
+                              const std::shared_ptr<const data::SampleSource>& samples) {
+  data::LoaderOptions o;
+  o.mode = data::LoaderMode::evaluate;
+  o.batch_size = options.batch_size;
+  o.rank = comm.rank();
+  o.world_size = comm.size();
+  o.seed = options.seed;
+  o.prefetch = options.prefetch;
+  o.augment = options.normalise;
+  o.augment_enabled = false;
+  data::BatchLoader loader(samples, o);
+  loader.start_epoch(0);
+  nn::EvalSums e;
+  while (auto b = loader.next_batch())
+    nn::evaluate_batch(model, b->images, b->labels, e, 0.0f,
+                       [&](int64_t n) { return samples->locate(b->indices[static_cast<size_t>(n)]); });
+  double s[4] = {e.loss, e.top1, e.top5, e.count};
+  comm.allreduce_sum(s, 4);
+  return {s[0], s[1], s[2], s[3]};
+}
+
+nlohmann::json evaluate_model(const std::string& path, const std::string& split, const data::DataConfig& data,
+                              const EvalOptions& options, dist::Communicator& comm) {
+  if (split != "test" && split != "validation")
+    throw_error(ErrorKind::usage, "evaluation split '" + split + "': expected test or validation");
+  const onnxu::Model proto = onnxu::load_model(path);
+  const onnxu::Costs costs = onnxu::count_costs(onnxu::GraphView(proto.proto.graph()), onnxu::infer_shapes(proto.proto));
+  nn::Model model(proto.proto, path);
+  const std::shared_ptr<const data::SampleSource> src = data::open_split(data, split);
+  const auto t0 = std::chrono::steady_clock::now();
+  check_input_shape(proto.proto, path, *src);
+  const nn::EvalResult e = nn::eval_result(evaluate_samples(model, options, comm, src));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return nlohmann::json{{"model", path},
+                        {"split", split},
+                        {"samples", e.samples},
+                        {split + "_accuracy", e.top1},
+                        {split + "_top5", e.top5},
+                        {split + "_loss", e.mean_loss},
+                        {"seconds", secs},
+                        {"images_per_second", secs > 0 ? static_cast<double>(e.samples) / secs : 0.0},
+                        {"parameters", costs.params},
+                        {"macs", costs.macs},
+                        {"model_bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
+                        {"world_size", comm.size()}};
+}
+
+}  // namespace hpcnn::measure
