@@ -7,6 +7,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
+# shellcheck source=scripts/tools.sh
+. scripts/tools.sh
 steps=${1:-150}
 bin=${BUILD_DIR:-build}/tools/dist-train/dist-train
 py=.venv/bin/python
@@ -30,8 +32,8 @@ common=(--config configs/fashion_mnist_cnn.json --epochs 1 --set final_polish_ep
         --set 'data.test_images=""' --set 'checkpoint.path=""' --set 'metrics=""' --set 'output=""' --threads 1 -q)
 run() {  # ranks, extra args... -> summary JSON
   local n=$1; shift
-  if [ "$n" -eq 1 ]; then OMP_NUM_THREADS=1 "$bin" "${common[@]}" "$@"
-  else OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np "$n" "$bin" "${common[@]}" "$@"; fi
+  hpcnn_launch "$n"  # scripts/tools.sh: mpirun for 2 ranks and more
+  OMP_NUM_THREADS=1 "${HPCNN_LAUNCH[@]}" "$bin" "${common[@]}" "$@"
 }
 field() { $py -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 cnn="--model=$out/fashion_mnist_cnn.onnx"

@@ -54,12 +54,9 @@ log_file=$run/pipeline.log
 say() { echo "pipeline: $*" >> "$log_file"; [ "$quiet" = 1 ] || echo "pipeline: $*" >&2; }
 brief() { echo "pipeline: $*" >> "$log_file"; echo "pipeline: $*" >&2; }
 
+hpcnn_launch "$ranks"  # scripts/tools.sh
 launch=""
-if [ "$ranks" -gt 1 ]; then
-  launch="${MPIRUN:-mpirun} --oversubscribe -np $ranks"
-  [ "$(id -u)" -ne 0 ] || launch+=" --allow-run-as-root"
-  launch+=" "
-fi
+for a in "${HPCNN_LAUNCH[@]}"; do launch+="$(printf '%q' "$a") "; done
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 q() { printf '%q' "$1"; }
 keep_args=""

@@ -1,11 +1,22 @@
-# Sourced by the scripts that run the hpcnn tools (pipeline.sh, the study scripts; the Python programs use scripts/hpcnn_tools.py): where each tool is.
+# Sourced by the scripts that run the hpcnn tools (pipeline.sh, the study and benchmark scripts; the
+# Python programs use scripts/hpcnn_tools.py): where each tool is, and how it runs on N ranks.
 #
 #   hpcnn_tool NAME   prints the tool's path: with HPCNN_BIN set, HPCNN_BIN/NAME/NAME (a build
 #                     tree's tools/) or HPCNN_BIN/NAME (an installed bin/); without it, this
 #                     repository's build/tools/NAME/NAME when built, else NAME on PATH (tools
 #                     installed by `cmake --install` and a loaded module). Exit 1 with a message
 #                     saying where it looked when there is none.
+#   hpcnn_launch N    sets the array HPCNN_LAUNCH to the prefix that runs a command on N ranks:
+#                     empty for one rank, else ${MPIRUN:-mpirun} --oversubscribe -np N, plus
+#                     --allow-run-as-root as root (the twin of launch() in scripts/hpcnn_tools.py;
+#                     the tests use launch() in tests/cli/hpcnn_test.py).
 # shellcheck shell=bash
+hpcnn_launch() {
+  HPCNN_LAUNCH=()
+  [ "$1" -gt 1 ] || return 0
+  HPCNN_LAUNCH=("${MPIRUN:-mpirun}" --oversubscribe -np "$1")
+  [ "$(id -u)" -ne 0 ] || HPCNN_LAUNCH+=(--allow-run-as-root)
+}
 hpcnn_tool() {
   local name=$1 root
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -52,8 +52,10 @@ for v in ranks batch accumulation fp samples; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "${v^^} must be a whole number, not '${!v}'"
 done
 [ "$ranks" -ge 1 ] && [ "$batch" -ge 1 ] && [ "$accumulation" -ge 1 ] || die "RANKS, BATCH and ACCUMULATION must be >= 1"
-launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
-[ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
+# shellcheck source=scripts/tools.sh
+. scripts/tools.sh
+hpcnn_launch "$ranks"
+launch=("${HPCNN_LAUNCH[@]}")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 py=.venv/bin/python
 [ -f build/models/fashion_mnist_cnn.onnx ] || $py scripts/make_train_models.py build/models

@@ -63,8 +63,10 @@ bin=${HPCNN_BIN:-build/tools}
 export HPCNN_BIN=$bin  # prune_loop.py uses the same tools
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(cnn resnet20)
-launch=("${MPIRUN:-mpirun}" --oversubscribe -np "$ranks")
-[ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
+# shellcheck source=scripts/tools.sh
+. scripts/tools.sh
+hpcnn_launch "$ranks"
+launch=("${HPCNN_LAUNCH[@]}")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 py=.venv/bin/python
 [ -f build/models/fashion_mnist_cnn.onnx ] || $py scripts/make_train_models.py build/models

@@ -30,8 +30,10 @@ read -r -a inits <<< "${FCL_INITS:-svd data random}"
 [ "${seeds[0]}" = 1 ] || { echo "fcl_study: FCL_SEEDS must start with 1 (the config's seed)" >&2; exit 1; }
 bin=${HPCNN_BIN:-build/tools}
 config=configs/fashion_mnist_vgg.json
-launch=("${MPIRUN:-mpirun}" --oversubscribe -np 2)
-[ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
+# shellcheck source=scripts/tools.sh
+. scripts/tools.sh
+hpcnn_launch 2
+launch=("${HPCNN_LAUNCH[@]}")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 py=.venv/bin/python
 mkdir -p "$out"

@@ -2,6 +2,7 @@
 and independent references (numpy and onnxruntime) for what the tools compute."""
 import json
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -12,6 +13,14 @@ from onnx import TensorProto, helper, numpy_helper
 BIN_DIR = os.environ.get("HPCNN_BIN_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
 FIXTURE_DIR = os.environ.get("HPCNN_FIXTURE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "fixtures"))
 RTOL, ATOL = 1e-4, 1e-5
+MPIRUN = os.environ.get("HPCNN_MPIRUN", shutil.which("mpirun") or "mpirun")
+
+
+def launch(ranks, *mpirun_args):
+    """The prefix that runs a tool on `ranks` ranks under mpirun (as root in containers, more ranks
+    than cores): the one launch line of the tests (the scripts' twins: scripts/tools.sh,
+    scripts/hpcnn_tools.py)."""
+    return [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *map(str, mpirun_args)]
 
 
 def tool(name):

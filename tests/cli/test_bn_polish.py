@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hpcnn_test as H
-from test_dist_train import FM, MPIRUN, fashion_mnist, small_idx  # noqa: F401 (the dataset check)
+from test_dist_train import FM, fashion_mnist, small_idx  # noqa: F401 (the dataset check)
 
 MEAN, STD = 0.286, 0.353
 
@@ -24,7 +24,7 @@ MEAN, STD = 0.286, 0.353
 def polish(*args, ranks=0, check=True):
     cmd = [H.tool("bn-polish"), *map(str, args)]
     if ranks:
-        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *cmd]
+        cmd = [*H.launch(ranks), *cmd]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
     if check:
         assert p.returncode == 0, p.stderr

@@ -7,7 +7,6 @@ import gzip
 import json
 import math
 import os
-import shutil
 import signal
 import struct
 import subprocess
@@ -23,7 +22,6 @@ from onnx import TensorProto, helper, numpy_helper
 import hpcnn_test as H
 
 FM = "/usr/share/datasets/fashion-mnist"
-MPIRUN = os.environ.get("HPCNN_MPIRUN", shutil.which("mpirun") or "mpirun")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -95,7 +93,7 @@ def config(tmp, **over):
 def dist_train(*args, ranks=0, env=None, timeout=600):
     cmd = [H.tool("dist-train"), *map(str, args)]
     if ranks:
-        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *cmd]
+        cmd = [*H.launch(ranks), *cmd]
     e = dict(os.environ, OMP_NUM_THREADS="1")
     e.update(env or {})
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 import hpcnn_test as H
-from test_dist_train import FM, MPIRUN, config, fashion_mnist, tiny_cnn  # noqa: F401 (the dataset check)
+from test_dist_train import FM, config, fashion_mnist, tiny_cnn  # noqa: F401 (the dataset check)
 
 PROBE = r"""
 #define _GNU_SOURCE
@@ -59,8 +59,7 @@ def run(cmd, probe, log, ranks):
     """Runs cmd with the probe in its processes (under mpirun: in the ranks, not mpirun itself)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if ranks:
-        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "-x", f"LD_PRELOAD={probe}",
-               "-x", f"FORK_PROBE_LOG={log}", *cmd]
+        cmd = [*H.launch(ranks, "-x", f"LD_PRELOAD={probe}", "-x", f"FORK_PROBE_LOG={log}"), *cmd]
     else:
         env.update(LD_PRELOAD=str(probe), FORK_PROBE_LOG=str(log))
     p = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=600, env=env)

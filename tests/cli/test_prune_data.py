@@ -6,7 +6,6 @@ th_l = (L_before (1 + margin) - L) S_l / N_l, the bound U and its scaling, the d
 the next bounds; and the same numbers from 2 ranks under mpirun."""
 import json
 import os
-import shutil
 import subprocess
 
 import numpy as np
@@ -16,7 +15,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import hpcnn_test as H
 
-MPIRUN = os.environ.get("HPCNN_MPIRUN", shutil.which("mpirun") or "mpirun")
 MEAN, STD, EPS = 0.5, 0.25, 1e-5
 K = 5  # classes
 
@@ -233,7 +231,7 @@ def test_two_ranks_give_the_one_rank_numbers(tmp_path):
     args = [tmp_path / "m.onnx", *data_args(tmp_path), "--batches", 5, "--batch-size", 7, "--loss-before", 1.7]
     # The same threads per rank in both runs (a reduction's order may depend on the thread count).
     one = json.loads(H.run("prune-rate", *args, env=dict(os.environ, OMP_NUM_THREADS="1")).stdout)
-    p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", H.tool("prune-rate"),
+    p = subprocess.run([*H.launch(2), H.tool("prune-rate"),
                         *map(str, args)], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert p.returncode == 0, p.stderr
