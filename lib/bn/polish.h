@@ -47,9 +47,9 @@
 namespace hpcnn::bn {
 
 struct PolishOptions {
-  int64_t samples = 0;             // K: the first K samples of the data (0: all of them)
-  int64_t batch_size = 256;        // samples per forward batch
-  data::AugmentOptions normalise;  // mean/std (crop and flip are ignored)
+  int64_t samples = 0;           // K: the first K samples of the data (0: all of them)
+  int64_t batch_size = 256;      // samples per forward batch
+  data::Augmentation normalise;  // mean/std (crop and flip are ignored)
 };
 
 struct LayerStatistics {

@@ -47,11 +47,11 @@ int64_t below(std::mt19937_64& rng, int64_t n) { return static_cast<int64_t>(rng
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }  // Python's round()
 
 // torchvision's RandomResizedCrop.get_params, with this file's random draws.
-void draw_resized_crop(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int64_t W, AugmentDraw& d) {
+void draw_resized_crop(const Augmentation& o, std::mt19937_64& rng, int64_t H, int64_t W, AugmentDraw& d) {
   const double area = static_cast<double>(H * W);
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target = area * uniform(rng, o.resized_scale);
-    const double ratio = log_uniform(rng, o.resized_ratio);
+    const double target = area * uniform(rng, o.resized_crop_scale);
+    const double ratio = log_uniform(rng, o.resized_crop_ratio);
     const int64_t w = round_half_even(std::sqrt(target * ratio)), h = round_half_even(std::sqrt(target / ratio));
     if (w > 0 && w <= W && h > 0 && h <= H) {
       d.crop_h = static_cast<int>(h);
@@ -63,10 +63,10 @@ void draw_resized_crop(const AugmentOptions& o, std::mt19937_64& rng, int64_t H,
   }
   const double in_ratio = static_cast<double>(W) / static_cast<double>(H);
   int64_t w = W, h = H;
-  if (in_ratio < o.resized_ratio[0])
-    h = std::clamp<int64_t>(round_half_even(static_cast<double>(W) / o.resized_ratio[0]), 1, H);
-  else if (in_ratio > o.resized_ratio[1])
-    w = std::clamp<int64_t>(round_half_even(static_cast<double>(H) * o.resized_ratio[1]), 1, W);
+  if (in_ratio < o.resized_crop_ratio[0])
+    h = std::clamp<int64_t>(round_half_even(static_cast<double>(W) / o.resized_crop_ratio[0]), 1, H);
+  else if (in_ratio > o.resized_crop_ratio[1])
+    w = std::clamp<int64_t>(round_half_even(static_cast<double>(H) * o.resized_crop_ratio[1]), 1, W);
   d.crop_h = static_cast<int>(h);
   d.crop_w = static_cast<int>(w);
   d.crop_y = static_cast<int>((H - h) / 2);
@@ -74,12 +74,12 @@ void draw_resized_crop(const AugmentOptions& o, std::mt19937_64& rng, int64_t H,
 }
 
 // torchvision's RandomErasing.get_params (value 0), with this file's random draws.
-void draw_erasing(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int64_t W, AugmentDraw& d) {
-  if (uniform01(rng) >= o.erase_probability) return;
+void draw_erasing(const Augmentation& o, std::mt19937_64& rng, int64_t H, int64_t W, AugmentDraw& d) {
+  if (uniform01(rng) >= o.erasing_probability) return;
   const double area = static_cast<double>(H * W);
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const double target = area * uniform(rng, o.erase_scale);
-    const double ratio = log_uniform(rng, o.erase_ratio);
+    const double target = area * uniform(rng, o.erasing_scale);
+    const double ratio = log_uniform(rng, o.erasing_ratio);
     const int64_t h = round_half_even(std::sqrt(target * ratio)), w = round_half_even(std::sqrt(target / ratio));
     if (h < 1 || w < 1 || h >= H || w >= W) continue;
     d.erase_h = static_cast<int>(h);
@@ -92,31 +92,32 @@ void draw_erasing(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int6
 
 }  // namespace
 
-void validate_augment(const AugmentOptions& o) {
-  if (o.pad < 0) throw_error(ErrorKind::usage, "augmentation: crop padding must be >= 0, got " + std::to_string(o.pad));
-  check_range(o.resized_scale, "the resized crop's scale", 1.0, true);
-  check_ratio(o.resized_ratio, "the resized crop's ratio");
-  if (o.pad > 0 && o.resized_crop())
+void validate_augment(const Augmentation& o) {
+  if (o.crop_padding < 0)
+    throw_error(ErrorKind::usage, "augmentation: crop padding must be >= 0, got " + std::to_string(o.crop_padding));
+  check_range(o.resized_crop_scale, "the resized crop's scale", 1.0, true);
+  check_ratio(o.resized_crop_ratio, "the resized crop's ratio");
+  if (o.crop_padding > 0 && o.resized_crop())
     throw_error(ErrorKind::usage, "augmentation: a crop with padding and a random resized crop exclude each other (set one)");
-  if (!(o.erase_probability >= 0 && o.erase_probability <= 1))
-    throw_error(ErrorKind::usage, "augmentation: the erasing probability must be in [0, 1], got " + exact(o.erase_probability));
-  check_range(o.erase_scale, "the erasing scale", 1.0, false);
-  check_ratio(o.erase_ratio, "the erasing ratio");
+  if (!(o.erasing_probability >= 0 && o.erasing_probability <= 1))
+    throw_error(ErrorKind::usage, "augmentation: the erasing probability must be in [0, 1], got " + exact(o.erasing_probability));
+  check_range(o.erasing_scale, "the erasing scale", 1.0, false);
+  check_ratio(o.erasing_ratio, "the erasing ratio");
 }
 
-AugmentDraw draw_augment(const AugmentOptions& o, std::mt19937_64& rng, int64_t H, int64_t W) {
+AugmentDraw draw_augment(const Augmentation& o, std::mt19937_64& rng, int64_t H, int64_t W) {
   validate_augment(o);
   AugmentDraw d;
-  if (o.pad > 0) {
-    const uint64_t span = 2 * static_cast<uint64_t>(o.pad) + 1;
+  if (o.crop_padding > 0) {
+    const uint64_t span = 2 * static_cast<uint64_t>(o.crop_padding) + 1;
     d.off_y = static_cast<int>(rng() % span);
     d.off_x = static_cast<int>(rng() % span);
   }
-  if ((o.resized_crop() || o.erase_probability > 0) && (H < 1 || W < 1))
+  if ((o.resized_crop() || o.erasing_probability > 0) && (H < 1 || W < 1))
     throw_error(ErrorKind::usage, "augmentation: the resized crop and erasing need the image size");
   if (o.resized_crop()) draw_resized_crop(o, rng, H, W, d);
-  if (o.flip) d.flip = (rng() >> 63) != 0;
-  if (o.erase_probability > 0) draw_erasing(o, rng, H, W, d);
+  if (o.horizontal_flip) d.flip = (rng() >> 63) != 0;
+  if (o.erasing_probability > 0) draw_erasing(o, rng, H, W, d);
   return d;
 }
 
@@ -234,13 +235,13 @@ void transform_sample(const void* src, const SampleInfo& s, int pad, const Augme
   }
 }
 
-void augment_sample(const void* src, const SampleInfo& s, const AugmentOptions& o, const Normalizer& norm, bool augment,
+void augment_sample(const void* src, const SampleInfo& s, const Augmentation& o, const Normalizer& norm, bool augment,
                     std::mt19937_64& rng, float* dst) {
   if (!augment) {
     transform_sample(src, s, 0, AugmentDraw{}, norm, dst);
     return;
   }
-  transform_sample(src, s, o.pad, draw_augment(o, rng, s.height, s.width), norm, dst);
+  transform_sample(src, s, o.crop_padding, draw_augment(o, rng, s.height, s.width), norm, dst);
 }
 
 }  // namespace hpcnn::data

@@ -48,19 +48,21 @@
 
 namespace hpcnn::data {
 
-struct AugmentOptions {
-  int pad = 0;  // P: zero padding of the random crop, pixels per side (0: no crop)
+// The configuration's "augmentation" section (configs/README.md), one field per JSON key with the
+// same name and default (data/config.h reads and writes it).
+struct Augmentation {
+  int crop_padding = 0;  // P: zero padding of the random crop, pixels per side (0: no crop)
   // Random resized crop: area fraction range and aspect ratio (w/h) range; off while
-  // resized_scale is {1, 1} (the whole image every time).
-  std::array<double, 2> resized_scale{1.0, 1.0};
-  std::array<double, 2> resized_ratio{3.0 / 4.0, 4.0 / 3.0};
-  bool flip = false;                              // random horizontal flip
-  double erase_probability = 0;                   // random erasing: probability per sample (0: off)
-  std::array<double, 2> erase_scale{0.02, 0.33};  // erased area fraction range
-  std::array<double, 2> erase_ratio{0.3, 3.3};    // erased rectangle's aspect ratio range
-  bool resized_crop() const { return resized_scale[0] != 1.0 || resized_scale[1] != 1.0; }
-  std::vector<float> mean;  // per channel, in the scale after /255; empty: 0; one value: every channel
-  std::vector<float> std;   // per channel; empty: 1; one value: every channel
+  // resized_crop_scale is {1, 1} (the whole image every time).
+  std::array<double, 2> resized_crop_scale{1.0, 1.0};
+  std::array<double, 2> resized_crop_ratio{3.0 / 4.0, 4.0 / 3.0};
+  bool horizontal_flip = false;                     // random horizontal flip
+  double erasing_probability = 0;                   // random erasing: probability per sample (0: off)
+  std::array<double, 2> erasing_scale{0.02, 0.33};  // erased area fraction range
+  std::array<double, 2> erasing_ratio{0.3, 3.3};    // erased rectangle's aspect ratio range
+  std::vector<float> mean{0.0f};                    // per channel, in the scale after /255; one value: every channel
+  std::vector<float> std{1.0f};                     // per channel (> 0); one value: every channel
+  bool resized_crop() const { return resized_crop_scale[0] != 1.0 || resized_crop_scale[1] != 1.0; }
 };
 
 // The random choices for one sample.
@@ -74,12 +76,12 @@ struct AugmentDraw {
 };
 
 // Checks the options (ErrorKind::usage, see above).
-void validate_augment(const AugmentOptions& options);
+void validate_augment(const Augmentation& options);
 
 // Draws, in this order, crop offsets (when pad > 0) or the resized crop's window (when
-// resized_crop()), the flip (when flip) and the erased rectangle (when erase_probability > 0),
+// resized_crop()), the flip (when horizontal_flip) and the erased rectangle (when erasing_probability > 0),
 // for H x W images. An option that is off consumes no random numbers.
-AugmentDraw draw_augment(const AugmentOptions& options, std::mt19937_64& rng, int64_t height = 0, int64_t width = 0);
+AugmentDraw draw_augment(const Augmentation& options, std::mt19937_64& rng, int64_t height = 0, int64_t width = 0);
 
 // Per-channel affine map of step 3: out = x * scale[c] + bias[c].
 class Normalizer {
@@ -95,13 +97,13 @@ class Normalizer {
 
 // One sample `src` (sample.bytes() bytes, u8 or float by sample.type, CHW) to `dst`
 // (sample.numel() floats, CHW): crop at draw.off_* with padding `pad` (or the resized crop of
-// draw.crop_*), flip when draw.flip, normalise, then erase draw.erase_*. pad = 0 with offsets 0,
+// draw.crop_*), flip when draw.flip, normalise, then erase draw.erase_*. crop_padding = 0 with offsets 0,
 // no resized crop, no flip and no erasing is the plain normalisation.
 void transform_sample(const void* src, const SampleInfo& sample, int pad, const AugmentDraw& draw, const Normalizer& norm,
                       float* dst);
 
 // draw_augment + transform_sample when `augment`, else normalisation only (no random numbers used).
-void augment_sample(const void* src, const SampleInfo& sample, const AugmentOptions& options, const Normalizer& norm,
-                    bool augment, std::mt19937_64& rng, float* dst);
+void augment_sample(const void* src, const SampleInfo& sample, const Augmentation& options, const Normalizer& norm, bool augment,
+                    std::mt19937_64& rng, float* dst);
 
 }  // namespace hpcnn::data

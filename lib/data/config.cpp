@@ -3,21 +3,54 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/json_config.h"
 
 namespace hpcnn::data {
 
-AugmentOptions augment_options(const AugmentConfig& c) {
-  AugmentOptions a;
-  a.pad = c.crop_padding;
-  a.flip = c.horizontal_flip;
-  a.resized_scale = c.resized_crop_scale;
-  a.resized_ratio = c.resized_crop_ratio;
-  a.erase_probability = c.erasing_probability;
-  a.erase_scale = c.erasing_scale;
-  a.erase_ratio = c.erasing_ratio;
-  a.mean = c.mean;
-  a.std = c.std;
-  return a;
+nlohmann::json data_sections_schema() { return nlohmann::json{{"data", DataConfig{}}, {"augmentation", Augmentation{}}}; }
+
+namespace {
+
+void need(bool ok, const std::string& message) {
+  if (!ok) throw_error(ErrorKind::usage, message);
+}
+
+// A range key: [min, max], two numbers (nlohmann would read [1, 2, 3] into std::array<double, 2>).
+void check_pair(const nlohmann::json& section, const char* key) {
+  const nlohmann::json& v = section.at(key);
+  need(v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number(),
+       std::string("augmentation.") + key + " must be [min, max], two numbers, got " + v.dump());
+}
+
+}  // namespace
+
+DataSections parse_data_sections(const nlohmann::json& config) {
+  const nlohmann::json& a = config.at("augmentation");
+  for (const char* key : {"resized_crop_scale", "resized_crop_ratio", "erasing_scale", "erasing_ratio"}) check_pair(a, key);
+  for (const char* key : {"mean", "std"})
+    for (const auto& v : a.at(key))
+      need(v.is_number(), std::string("augmentation.") + key + " must hold numbers, got " + a.at(key).dump());
+  DataSections s{config.at("data").get<DataConfig>(), a.get<Augmentation>()};
+  need(s.data.prefetch >= 1, "data.prefetch must be >= 1");
+  need(s.data.validation_samples >= 0, "data.validation_samples must be >= 0");
+  need(s.augmentation.crop_padding >= 0, "augmentation.crop_padding must be >= 0");
+  validate_augment(s.augmentation);  // ranges, and crop_padding with a resized crop
+  need(!s.augmentation.mean.empty() && s.augmentation.mean.size() == s.augmentation.std.size(),
+       "augmentation.mean and augmentation.std must have one value per channel");
+  for (float v : s.augmentation.std) need(v > 0, "augmentation.std values must be > 0");
+  return s;
+}
+
+DataSections load_data_sections(const std::string& path) {
+  const nlohmann::json file = read_json_file(path);
+  nlohmann::json config = data_sections_schema();
+  with_context("while reading configuration " + path, [&] {
+    need(file.is_object(), "the configuration must be a JSON object");
+    for (const char* section : {"data", "augmentation"})
+      if (file.contains(section)) merge_into_schema(config[section], file[section], section);
+    return 0;
+  });
+  return parse_data_sections(config);
 }
 
 std::shared_ptr<const SampleSource> open_configured(const std::string& images, const std::string& labels, bool cache,

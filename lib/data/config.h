@@ -1,20 +1,22 @@
 // hpcnn data: the "data" and "augmentation" sections of a training configuration (configs/README.md
-// documents every key), as the tools read them: dist-train to train and evaluate, prune-rate,
-// sparsify-fcl and bn-polish to measure. The JSON schema, its defaults and its checks are in
-// train/config.cpp (load_config, load_data_spec); these are the parsed values.
+// documents every key), read, written and checked here for every tool: dist-train (train/config.h
+// holds the rest of its configuration) to train and evaluate, prune-rate, sparsify-fcl and bn-polish
+// (tools/common/data_options.h) to measure. Each section is one struct whose fields are named like
+// its JSON keys; a default-constructed struct is the section's schema and defaults
+// (core/json_config.h), written once.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 #include "data/augment.h"
 #include "data/source.h"
 
 namespace hpcnn::data {
 
+// The "data" section.
 struct DataConfig {
   std::string train_images, train_labels, test_images, test_labels;  // paths; labels may be empty
   bool cache = true;                                                 // keep decoded samples in memory
@@ -22,18 +24,33 @@ struct DataConfig {
   int64_t validation_samples = 0;  // the last N training samples form the validation split (not trained on)
 };
 
-struct AugmentConfig {
-  int crop_padding = 0;                                // random crop with this much zero padding (0: off)
-  std::array<double, 2> resized_crop_scale{1.0, 1.0};  // random resized crop (off at [1, 1]), data/augment.h
-  std::array<double, 2> resized_crop_ratio{3.0 / 4.0, 4.0 / 3.0};
-  bool horizontal_flip = false;
-  double erasing_probability = 0;  // random erasing (0: off), data/augment.h
-  std::array<double, 2> erasing_scale{0.02, 0.33}, erasing_ratio{0.3, 3.3};
-  std::vector<float> mean{0.0f}, std{1.0f};  // per channel, after scaling u8 pixels to [0, 1]
+// JSON <-> struct, key for key (the sections' defaults: nlohmann::json(DataConfig{}), nlohmann::json(Augmentation{})).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, train_images, train_labels, test_images, test_labels, cache, prefetch,
+                                   validation_samples)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Augmentation, crop_padding, resized_crop_scale, resized_crop_ratio, horizontal_flip,
+                                   erasing_probability, erasing_scale, erasing_ratio, mean, std)
+
+// The two sections of a configuration.
+struct DataSections {
+  DataConfig data;
+  Augmentation augmentation;
 };
 
-// The loader's augmentation options (data/augment.h) of a configuration's augmentation section.
-AugmentOptions augment_options(const AugmentConfig& augmentation);
+// {"data": defaults, "augmentation": defaults}: the part of a configuration's schema these sections own.
+nlohmann::json data_sections_schema();
+
+// The sections of `config`, a configuration already merged into a schema that contains
+// data_sections_schema() (core/json_config.h), checked: ErrorKind::usage naming the key for
+// data.prefetch < 1, data.validation_samples < 0, a range key that is not [min, max] (two
+// numbers), an augmentation the loader refuses (data/augment.h: validate_augment), mean and std of
+// different lengths or a std value <= 0.
+DataSections parse_data_sections(const nlohmann::json& config);
+
+// The sections of the configuration file at `path`, for the tools that read training data without
+// training: its "data" and "augmentation" sections are merged into their schema and checked as
+// above; other top-level keys belong to dist-train (train/config.h) and are not looked at.
+// Errors: read_json_file's, merge_into_schema's and parse_data_sections'.
+DataSections load_data_sections(const std::string& path);
 
 // The samples of `images` (with `labels` when not empty), logged as "<what> data: N samples from
 // ...". ErrorKind::usage naming the configuration key 'data.<what>_images' when `images` is empty;

@@ -53,7 +53,7 @@ struct LoaderOptions {
   uint64_t seed = 0;            // permutations and augmentation draws
   int prefetch = 2;             // Q: finished batches kept ready (>= 1)
   int threads = 1;              // threads assembling one batch (>= 1)
-  AugmentOptions augment;       // crop padding, flip, mean/std (mean/std apply in every mode)
+  Augmentation augment;         // crop padding, flip, mean/std (mean/std apply in every mode)
   bool augment_enabled = true;  // initial set_augment() state (training mode only)
 };
 

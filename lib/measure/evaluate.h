@@ -25,10 +25,10 @@
 namespace hpcnn::measure {
 
 struct EvalOptions {
-  int batch_size = 256;            // samples per forward batch (the configuration's eval_batch_size)
-  uint64_t seed = 1;               // the loader's seed (evaluation order does not depend on it)
-  int prefetch = 4;                // batches queued by the loader thread
-  data::AugmentOptions normalise;  // its mean and std are applied; augmentation stays off
+  int batch_size = 256;          // samples per forward batch (the configuration's eval_batch_size)
+  uint64_t seed = 1;             // the loader's seed (evaluation order does not depend on it)
+  int prefetch = 4;              // batches queued by the loader thread
+  data::Augmentation normalise;  // its mean and std are applied; augmentation stays off
 };
 
 // Loss, top-1 and top-5 sums over `samples` (all ranks together).

@@ -21,8 +21,8 @@ std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const dat
   lo.mode = data::LoaderMode::evaluate;
   lo.batch_size = o.batch_size;
   lo.augment = o.normalise;
-  lo.augment.pad = 0;
-  lo.augment.flip = false;
+  lo.augment.crop_padding = 0;
+  lo.augment.horizontal_flip = false;
   lo.augment_enabled = false;
   auto loader = std::make_unique<data::BatchLoader>(std::make_shared<data::RangeSource>(samples, 0, n), lo);
   loader->start_epoch(0);

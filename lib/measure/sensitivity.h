@@ -37,9 +37,9 @@
 namespace hpcnn::measure {
 
 struct SensitivityOptions {
-  int64_t batches = 100;           // B at most (fewer when the data run out); the authors' calc_iter
-  int64_t batch_size = 128;        // samples per batch
-  data::AugmentOptions normalise;  // mean/std only (crop and flip are ignored)
+  int64_t batches = 100;         // B at most (fewer when the data run out); the authors' calc_iter
+  int64_t batch_size = 128;      // samples per batch
+  data::Augmentation normalise;  // mean/std only (crop and flip are ignored)
 };
 
 struct Sensitivity {

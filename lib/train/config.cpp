@@ -1,109 +1,57 @@
 #include "train/config.h"
 
-#include <fstream>
-#include <sstream>
+#include <charconv>
+#include <cstdlib>
+#include <type_traits>
 
 #include "core/error.h"
-#include "data/augment.h"
+#include "core/json_config.h"
 
 namespace hpcnn::train {
 
 using nlohmann::json;
 
-json default_config() {
-  return json{
-      {"model", ""},
-      {"output", ""},
-      {"metrics", ""},
-      {"checkpoint", {{"path", ""}, {"interval_epochs", 1}}},
-      {"data",
-       {{"train_images", ""},
-        {"train_labels", ""},
-        {"test_images", ""},
-        {"test_labels", ""},
-        {"cache", true},
-        {"prefetch", 4},
-        {"validation_samples", 0}}},
-      {"augmentation",
-       {{"crop_padding", 0},
-        {"resized_crop_scale", {1.0, 1.0}},
-        {"resized_crop_ratio", {3.0 / 4.0, 4.0 / 3.0}},
-        {"horizontal_flip", false},
-        {"erasing_probability", 0.0},
-        {"erasing_scale", {0.02, 0.33}},
-        {"erasing_ratio", {0.3, 3.3}},
-        {"mean", {0.0}},
-        {"std", {1.0}}}},
-      {"epochs", 1},
-      {"batch_size", 64},
-      {"accumulation_steps", 1},
-      {"eval_batch_size", 256},
-      {"optimizer",
-       {{"type", "sgd"},
-        {"momentum", 0.9},
-        {"nesterov", false},
-        {"weight_decay", 0.0},
-        {"weight_decay_skip_bn_bias", true},
-        {"trust_coefficient", 0.001}}},
-      {"lr",
-       {{"base", 0.1},
-        {"base_batch", 256},
-        {"scaling", "linear"},
-        {"warmup_epochs", 0.0},
-        {"warmup_start", 0.0},
-        {"decay", "cosine"},
-        {"power", 2.0},
-        {"final", 0.0}}},
-      {"label_smoothing", 0.0},
-      {"final_polish_epochs", 0},
-      {"stop_at_validation_accuracy", 0.0},
-      {"seed", 1},
-      {"deterministic", false},
-      {"threads", 0},
-      {"sparse", false},
-      {"mask", ""},
-      {"max_steps_per_epoch", 0},
-  };
-}
-
 namespace {
 
-std::string keys_of(const json& schema) {
-  std::string s;
-  for (auto it = schema.begin(); it != schema.end(); ++it) s += (s.empty() ? "" : ", ") + it.key();
-  return s;
-}
+using Pointer = json::json_pointer;
 
-bool same_kind(const json& schema, const json& v) {
-  if (schema.is_number()) return v.is_number();
-  if (schema.is_array()) return v.is_array();
-  return schema.type() == v.type();
-}
-
-// Merges `user` into `base` (which holds the schema's keys), checking keys and types.
-void merge(json& base, const json& user, const std::string& where) {
-  if (!user.is_object())
-    throw_error(ErrorKind::usage, (where.empty() ? "the configuration" : "'" + where + "'") + " must be a JSON object");
-  for (auto it = user.begin(); it != user.end(); ++it) {
-    const std::string key = where.empty() ? it.key() : where + "." + it.key();
-    if (!base.contains(it.key()))
-      throw_error(ErrorKind::usage, "unknown configuration key '" + key + "'; valid keys" +
-                                        (where.empty() ? "" : " of '" + where + "'") + ": " + keys_of(base));
-    json& slot = base[it.key()];
-    if (slot.is_object()) {
-      merge(slot, it.value(), key);
-    } else {
-      if (!same_kind(slot, it.value()))
-        throw_error(ErrorKind::usage, "configuration key '" + key + "' must be a JSON " + std::string(slot.type_name()) +
-                                          ", got " + it.value().dump());
-      slot = it.value();
-    }
-  }
-}
-
-template <class T>
-T get(const json& j, const char* key) {
-  return j.at(key).get<T>();
+// Every key of the configuration outside its data sections (data/config.h), with the field that
+// holds it: visit(key, field) per key, in one list for writing (the schema, from a
+// default-constructed TrainConfig) and for reading.
+template <class Config, class Visit>
+void visit_keys(Config& c, Visit&& visit) {
+  visit("/model", c.model);
+  visit("/output", c.output);
+  visit("/metrics", c.metrics);
+  visit("/checkpoint/path", c.checkpoint);
+  visit("/checkpoint/interval_epochs", c.checkpoint_interval);
+  visit("/epochs", c.epochs);
+  visit("/batch_size", c.batch_size);
+  visit("/accumulation_steps", c.accumulation_steps);
+  visit("/eval_batch_size", c.eval_batch_size);
+  visit("/optimizer/type", c.optimizer.type);
+  visit("/optimizer/momentum", c.optimizer.momentum);
+  visit("/optimizer/nesterov", c.optimizer.nesterov);
+  visit("/optimizer/weight_decay", c.optimizer.weight_decay);
+  visit("/optimizer/weight_decay_skip_bn_bias", c.optimizer.weight_decay_skip_bn_bias);
+  visit("/optimizer/trust_coefficient", c.optimizer.trust_coefficient);
+  visit("/lr/base", c.lr.base);
+  visit("/lr/base_batch", c.lr.base_batch);
+  visit("/lr/scaling", c.lr.scaling);
+  visit("/lr/warmup_epochs", c.lr.warmup_epochs);
+  visit("/lr/warmup_start", c.lr.warmup_start);
+  visit("/lr/decay", c.lr.decay);
+  visit("/lr/power", c.lr.power);
+  visit("/lr/final", c.lr.final_lr);
+  visit("/label_smoothing", c.label_smoothing);
+  visit("/final_polish_epochs", c.final_polish_epochs);
+  visit("/stop_at_validation_accuracy", c.stop_at_validation_accuracy);
+  visit("/seed", c.seed);
+  visit("/deterministic", c.deterministic);
+  visit("/threads", c.threads);
+  visit("/sparse", c.sparse);
+  visit("/mask", c.mask);
+  visit("/max_steps_per_epoch", c.max_steps_per_epoch);
 }
 
 void need(bool ok, const std::string& msg) {
@@ -114,116 +62,51 @@ void need(bool ok, const std::string& msg) {
 
 namespace {
 
-TrainConfig parse_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
-                         bool require_model) {
+// A default as the JSON a user writes: a float field's 0.9f as 0.9 (its shortest decimal form), not 0.8999999761581421.
+template <class T>
+json as_written(const T& value) {
+  if constexpr (std::is_same_v<T, float>) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+    return std::strtod(std::string(text, end).c_str(), nullptr);
+  } else {
+    return value;
+  }
+}
+
+}  // namespace
+
+json default_config() {
+  const TrainConfig defaults;
+  json j = data::data_sections_schema();
+  visit_keys(defaults, [&](const char* key, const auto& field) { j[Pointer(key)] = as_written(field); });
+  return j;
+}
+
+TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
   json cfg = default_config();
   if (!path.empty()) {
-    std::ifstream in(path);
-    if (!in) throw_error(ErrorKind::io, "cannot open configuration " + path);
-    json user;
-    try {
-      user = json::parse(in, nullptr, true, /*ignore_comments=*/true);
-    } catch (const json::parse_error& e) {
-      throw_error(ErrorKind::usage, "configuration " + path + " is not valid JSON: " + e.what());
-    } catch (const json::exception& e) {  // e.g. a number too large for a double
-      throw_error(ErrorKind::usage, "configuration " + path + " holds a value out of range: " + e.what());
-    }
+    const json user = read_json_file(path);
     with_context("while reading configuration " + path, [&] {
-      merge(cfg, user, "");
+      merge_into_schema(cfg, user, "");
       return 0;
     });
   }
-  for (const auto& [key, text] : overrides) {
-    json value;
-    try {
-      value = json::parse(text);
-    } catch (const json::parse_error&) {
-      value = text;  // a bare string
-    } catch (const json::exception& e) {
-      throw_error(ErrorKind::usage, "override " + key + "=" + text + ": a value out of range (" + e.what() + ")");
-    }
-    // Build {"a": {"b": value}} from "a.b".
-    json patch = value;
-    std::vector<std::string> parts;
-    std::stringstream ss(key);
-    for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
-    need(!parts.empty(), "empty override key");
-    for (size_t i = parts.size(); i-- > 0;) patch = json{{parts[i], patch}};
-    with_context("while applying override " + key + "=" + text, [&] {
-      merge(cfg, patch, "");
-      return 0;
-    });
-  }
+  for (const auto& [key, text] : overrides) apply_override(cfg, key, text);
 
   TrainConfig c;
   c.merged = cfg;
-  c.model = get<std::string>(cfg, "model");
-  c.output = get<std::string>(cfg, "output");
-  c.metrics = get<std::string>(cfg, "metrics");
-  c.checkpoint = get<std::string>(cfg["checkpoint"], "path");
-  c.checkpoint_interval = get<int>(cfg["checkpoint"], "interval_epochs");
-  const json& d = cfg["data"];
-  c.data.train_images = get<std::string>(d, "train_images");
-  c.data.train_labels = get<std::string>(d, "train_labels");
-  c.data.test_images = get<std::string>(d, "test_images");
-  c.data.test_labels = get<std::string>(d, "test_labels");
-  c.data.cache = get<bool>(d, "cache");
-  c.data.prefetch = get<int>(d, "prefetch");
-  c.data.validation_samples = get<int64_t>(d, "validation_samples");
-  const json& a = cfg["augmentation"];
-  c.augmentation.crop_padding = get<int>(a, "crop_padding");
-  c.augmentation.horizontal_flip = get<bool>(a, "horizontal_flip");
-  auto pair = [&](const char* key) {
-    const json& v = a.at(key);
-    need(v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number(),
-         std::string("augmentation.") + key + " must be [min, max], two numbers, got " + v.dump());
-    return std::array<double, 2>{v[0].get<double>(), v[1].get<double>()};
-  };
-  c.augmentation.resized_crop_scale = pair("resized_crop_scale");
-  c.augmentation.resized_crop_ratio = pair("resized_crop_ratio");
-  c.augmentation.erasing_probability = get<double>(a, "erasing_probability");
-  c.augmentation.erasing_scale = pair("erasing_scale");
-  c.augmentation.erasing_ratio = pair("erasing_ratio");
-  c.augmentation.mean = get<std::vector<float>>(a, "mean");
-  c.augmentation.std = get<std::vector<float>>(a, "std");
-  c.epochs = get<int>(cfg, "epochs");
-  c.batch_size = get<int>(cfg, "batch_size");
-  c.accumulation_steps = get<int>(cfg, "accumulation_steps");
-  c.eval_batch_size = get<int>(cfg, "eval_batch_size");
-  const json& o = cfg["optimizer"];
-  c.optimizer.type = get<std::string>(o, "type");
-  c.optimizer.momentum = get<float>(o, "momentum");
-  c.optimizer.nesterov = get<bool>(o, "nesterov");
-  c.optimizer.weight_decay = get<float>(o, "weight_decay");
-  c.optimizer.weight_decay_skip_bn_bias = get<bool>(o, "weight_decay_skip_bn_bias");
-  c.optimizer.trust_coefficient = get<float>(o, "trust_coefficient");
-  const json& l = cfg["lr"];
-  c.lr.base = get<double>(l, "base");
-  c.lr.base_batch = get<int64_t>(l, "base_batch");
-  c.lr.scaling = get<std::string>(l, "scaling");
-  c.lr.warmup_epochs = get<double>(l, "warmup_epochs");
-  c.lr.warmup_start = get<double>(l, "warmup_start");
-  c.lr.decay = get<std::string>(l, "decay");
-  c.lr.power = get<double>(l, "power");
-  c.lr.final_lr = get<double>(l, "final");
-  c.label_smoothing = get<float>(cfg, "label_smoothing");
-  c.final_polish_epochs = get<int>(cfg, "final_polish_epochs");
-  c.stop_at_validation_accuracy = get<double>(cfg, "stop_at_validation_accuracy");
-  c.seed = get<uint64_t>(cfg, "seed");
-  c.deterministic = get<bool>(cfg, "deterministic");
-  c.threads = get<int>(cfg, "threads");
-  c.sparse = get<bool>(cfg, "sparse");
-  c.mask = get<std::string>(cfg, "mask");
-  c.max_steps_per_epoch = get<int64_t>(cfg, "max_steps_per_epoch");
+  visit_keys(c, [&](const char* key, auto& field) { cfg.at(Pointer(key)).get_to(field); });
+  data::DataSections sections = data::parse_data_sections(cfg);
+  c.data = std::move(sections.data);
+  c.augmentation = std::move(sections.augmentation);
 
-  need(!require_model || !c.model.empty(), "configuration key 'model' (the ONNX model to train) is required");
+  need(!c.model.empty(), "configuration key 'model' (the ONNX model to train) is required");
   need(c.epochs >= 1, "epochs must be >= 1");
   need(c.batch_size >= 1, "batch_size must be >= 1");
   need(c.accumulation_steps >= 1, "accumulation_steps must be >= 1");
   need(c.eval_batch_size >= 1, "eval_batch_size must be >= 1");
   need(c.checkpoint_interval >= 0, "checkpoint.interval_epochs must be >= 0");
-  need(c.data.prefetch >= 1, "data.prefetch must be >= 1");
-  need(c.data.validation_samples >= 0, "data.validation_samples must be >= 0");
   need(c.stop_at_validation_accuracy >= 0 && c.stop_at_validation_accuracy < 1,
        "stop_at_validation_accuracy must lie in [0, 1) (a fraction; 0: never stop early)");
   need(c.stop_at_validation_accuracy == 0 || c.data.validation_samples > 0,
@@ -239,11 +122,6 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
     c.final_polish_epochs = clamped;
     c.merged["final_polish_epochs"] = clamped;
   }
-  need(c.augmentation.crop_padding >= 0, "augmentation.crop_padding must be >= 0");
-  data::validate_augment(augment_options(c));  // ranges, and crop_padding with a resized crop
-  need(!c.augmentation.mean.empty() && c.augmentation.mean.size() == c.augmentation.std.size(),
-       "augmentation.mean and augmentation.std must have one value per channel");
-  for (float s : c.augmentation.std) need(s > 0, "augmentation.std values must be > 0");
   need(c.optimizer.momentum >= 0 && c.optimizer.momentum < 1, "optimizer.momentum must be in [0, 1)");
   need(c.optimizer.weight_decay >= 0, "optimizer.weight_decay must be >= 0");
   need(c.optimizer.trust_coefficient > 0, "optimizer.trust_coefficient must be > 0");
@@ -253,19 +131,6 @@ TrainConfig parse_config(const std::string& path, const std::vector<std::pair<st
   need(c.max_steps_per_epoch >= 0, "max_steps_per_epoch must be >= 0");
   c.lr.validate();
   return c;
-}
-
-}  // namespace
-
-data::AugmentOptions augment_options(const TrainConfig& cfg) { return data::augment_options(cfg.augmentation); }
-
-TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides) {
-  return parse_config(path, overrides, true);
-}
-
-DataSpec load_data_spec(const std::string& path) {
-  TrainConfig c = parse_config(path, {}, false);
-  return {c.data, c.augmentation};
 }
 
 }  // namespace hpcnn::train

@@ -20,14 +20,11 @@
 
 namespace hpcnn::train {
 
-using DataConfig = data::DataConfig;        // the configuration's "data" section (data/config.h)
-using AugmentConfig = data::AugmentConfig;  // its "augmentation" section
-
 struct TrainConfig {
   std::string model, output, metrics, checkpoint;
-  int checkpoint_interval = 1;  // epochs (0: only on SIGTERM)
-  DataConfig data;
-  AugmentConfig augmentation;
+  int checkpoint_interval = 1;      // epochs (0: only on SIGTERM)
+  data::DataConfig data;            // the "data" section (data/config.h)
+  data::Augmentation augmentation;  // the "augmentation" section (data/augment.h, data/config.h)
   int epochs = 1, batch_size = 64, accumulation_steps = 1, eval_batch_size = 256;
   OptimizerOptions optimizer;
   LrSchedule lr;
@@ -44,20 +41,10 @@ struct TrainConfig {
   std::vector<std::string> warnings;  // values load_config adjusted, for the caller to log once
 };
 
+// The schema: every key with its default (a default-constructed TrainConfig and the data sections'
+// defaults, data/config.h).
 nlohmann::json default_config();
 // Reads `path` (may be empty: defaults only), applies overrides, validates.
 TrainConfig load_config(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides);
-
-// The training loader's augmentation (data/augment.h) of a configuration.
-data::AugmentOptions augment_options(const TrainConfig& cfg);
-
-// The data a training configuration describes, for the tools that read training data without
-// training (prune-rate's data-driven thresholds, sparsify-fcl, bn-polish; tools/common's data
-// options): the same file, schema and checks as load_config, except that 'model' is not required.
-struct DataSpec {
-  DataConfig data;
-  AugmentConfig augmentation;
-};
-DataSpec load_data_spec(const std::string& path);
 
 }  // namespace hpcnn::train

@@ -82,7 +82,7 @@ measure::EvalOptions eval_options(const TrainConfig& cfg) {
   o.batch_size = cfg.eval_batch_size;
   o.seed = cfg.seed;
   o.prefetch = cfg.data.prefetch;
-  o.normalise = augment_options(cfg);
+  o.normalise = cfg.augmentation;
   return o;
 }
 
@@ -249,7 +249,7 @@ class Trainer {
     lo.world_size = world_;
     lo.seed = cfg_.seed;
     lo.prefetch = cfg_.data.prefetch;
-    lo.augment = augment_options(cfg_);
+    lo.augment = cfg_.augmentation;
     loader_ = std::make_unique<data::BatchLoader>(train_src_, lo);
     steps_per_epoch_ = loader_->steps_per_epoch() / cfg_.accumulation_steps;
     if (cfg_.max_steps_per_epoch > 0) steps_per_epoch_ = std::min(steps_per_epoch_, cfg_.max_steps_per_epoch);

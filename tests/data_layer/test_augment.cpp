@@ -47,7 +47,7 @@ TEST_CASE("augment: crop with padding 0 (or the centre offset) is the identity",
   CHECK(run(x.data(), s, 0, {0, 0, false}, id) == x);
   CHECK(run(x.data(), s, 2, {2, 2, false}, id) == x);
   // augment_sample with pad 0 and no flip consumes no randomness and changes nothing.
-  AugmentOptions o;
+  Augmentation o;
   std::mt19937_64 rng(7), fresh(7);
   std::vector<float> out(x.size());
   augment_sample(x.data(), s, o, id, true, rng, out.data());
@@ -100,16 +100,16 @@ TEST_CASE("augment: normalisation is (x/255 - mean[c]) / std[c] for u8, (x - mea
   // Bad options.
   error_of([&] { Normalizer(s, {0.1f, 0.2f}, {}); }, ErrorKind::usage);
   error_of([&] { Normalizer(s, {}, {1.0f, 0.0f, 1.0f}); }, ErrorKind::usage);
-  AugmentOptions neg;
-  neg.pad = -1;
+  Augmentation neg;
+  neg.crop_padding = -1;
   std::mt19937_64 rng(1);
   error_of([&] { draw_augment(neg, rng); }, ErrorKind::usage);
 }
 
 TEST_CASE("augment: draws are deterministic for a seed and cover the range", "[data][augment]") {
-  AugmentOptions o;
-  o.pad = 4;
-  o.flip = true;
+  Augmentation o;
+  o.crop_padding = 4;
+  o.horizontal_flip = true;
   std::mt19937_64 a(42), b(42), c(43);
   std::set<int> offsets;
   int flips = 0, differ = 0;
@@ -253,11 +253,11 @@ struct TorchvisionReference {
 
 TEST_CASE("augment: resized-crop and erasing draws are torchvision's, in range, with the erasing probability",
           "[data][augment]") {
-  AugmentOptions o;
-  o.resized_scale = {0.35, 1.0};
-  o.resized_ratio = {0.75, 4.0 / 3.0};
-  o.flip = true;
-  o.erase_probability = 0.5;
+  Augmentation o;
+  o.resized_crop_scale = {0.35, 1.0};
+  o.resized_crop_ratio = {0.75, 4.0 / 3.0};
+  o.horizontal_flip = true;
+  o.erasing_probability = 0.5;
   for (auto [H, W] : {std::pair<int64_t, int64_t>{28, 28}, {12, 40}}) {
     std::mt19937_64 a(9), b(9), ref_rng(9);
     TorchvisionReference ref{ref_rng};
@@ -267,11 +267,11 @@ TEST_CASE("augment: resized-crop and erasing draws are torchvision's, in range, 
       const AugmentDraw d = draw_augment(o, a, H, W), e = draw_augment(o, b, H, W);
       REQUIRE((d.crop_y == e.crop_y && d.crop_x == e.crop_x && d.crop_h == e.crop_h && d.crop_w == e.crop_w && d.flip == e.flip &&
                d.erase_y == e.erase_y && d.erase_h == e.erase_h && d.erase_x == e.erase_x && d.erase_w == e.erase_w));
-      const auto crop = ref.crop(H, W, o.resized_scale, o.resized_ratio);
+      const auto crop = ref.crop(H, W, o.resized_crop_scale, o.resized_crop_ratio);
       REQUIRE(std::array<int64_t, 4>{d.crop_y, d.crop_x, d.crop_h, d.crop_w} == crop);
       REQUIRE(d.flip == ((ref_rng() >> 63) != 0));
-      const bool erase = ref.uniform(0, 1) < o.erase_probability;
-      const auto rect = erase ? ref.erase(H, W, o.erase_scale, o.erase_ratio) : std::array<int64_t, 4>{0, 0, 0, 0};
+      const bool erase = ref.uniform(0, 1) < o.erasing_probability;
+      const auto rect = erase ? ref.erase(H, W, o.erasing_scale, o.erasing_ratio) : std::array<int64_t, 4>{0, 0, 0, 0};
       REQUIRE(std::array<int64_t, 4>{d.erase_y, d.erase_x, d.erase_h, d.erase_w} == rect);
       REQUIRE(d.crop_h >= 1);
       REQUIRE(d.crop_w >= 1);
@@ -291,37 +291,37 @@ TEST_CASE("augment: resized-crop and erasing draws are torchvision's, in range, 
   }
   // The defaults draw nothing: no random numbers are consumed.
   std::mt19937_64 r(3), r0(3);
-  draw_augment(AugmentOptions{}, r, 28, 28);
+  draw_augment(Augmentation{}, r, 28, 28);
   CHECK(r() == r0());
 }
 
 TEST_CASE("augment: bad resized-crop and erasing options are usage errors", "[data][augment]") {
   std::mt19937_64 rng(1);
   auto bad = [&](auto edit) {
-    AugmentOptions o;
+    Augmentation o;
     edit(o);
     error_of([&] { validate_augment(o); }, ErrorKind::usage);
   };
-  bad([](AugmentOptions& o) { o.pad = 2, o.resized_scale = {0.5, 1.0}; });
-  bad([](AugmentOptions& o) { o.resized_scale = {0.0, 1.0}; });
-  bad([](AugmentOptions& o) { o.resized_scale = {0.8, 0.5}; });
-  bad([](AugmentOptions& o) { o.resized_scale = {0.5, 1.5}; });
-  bad([](AugmentOptions& o) { o.resized_ratio = {-1.0, 2.0}; });
-  bad([](AugmentOptions& o) { o.erase_probability = 1.5; });
-  bad([](AugmentOptions& o) { o.erase_probability = 0.5, o.erase_scale = {0.1, 1.0}; });
-  bad([](AugmentOptions& o) { o.erase_probability = 0.5, o.erase_ratio = {3.0, 0.3}; });
-  bad([](AugmentOptions& o) { o.erase_scale = {5.0, 1.0}; });  // checked while erasing is off too
-  bad([](AugmentOptions& o) { o.resized_scale = {0.5, 1.0}, o.resized_ratio = {1.0, 1e300}; });
-  bad([](AugmentOptions& o) { o.erase_ratio = {1e-300, 1.0}; });
+  bad([](Augmentation& o) { o.crop_padding = 2, o.resized_crop_scale = {0.5, 1.0}; });
+  bad([](Augmentation& o) { o.resized_crop_scale = {0.0, 1.0}; });
+  bad([](Augmentation& o) { o.resized_crop_scale = {0.8, 0.5}; });
+  bad([](Augmentation& o) { o.resized_crop_scale = {0.5, 1.5}; });
+  bad([](Augmentation& o) { o.resized_crop_ratio = {-1.0, 2.0}; });
+  bad([](Augmentation& o) { o.erasing_probability = 1.5; });
+  bad([](Augmentation& o) { o.erasing_probability = 0.5, o.erasing_scale = {0.1, 1.0}; });
+  bad([](Augmentation& o) { o.erasing_probability = 0.5, o.erasing_ratio = {3.0, 0.3}; });
+  bad([](Augmentation& o) { o.erasing_scale = {5.0, 1.0}; });  // checked while erasing is off too
+  bad([](Augmentation& o) { o.resized_crop_scale = {0.5, 1.0}, o.resized_crop_ratio = {1.0, 1e300}; });
+  bad([](Augmentation& o) { o.erasing_ratio = {1e-300, 1.0}; });
   try {  // the value as given, not rounded
-    AugmentOptions o;
-    o.erase_probability = 1.0000001;
+    Augmentation o;
+    o.erasing_probability = 1.0000001;
     validate_augment(o);
     FAIL("no error");
   } catch (const hpcnn::Error& e) {
     CHECK(std::string(e.what()).find("1.0000001") != std::string::npos);
   }
-  AugmentOptions o;
-  o.resized_scale = {0.5, 1.0};
+  Augmentation o;
+  o.resized_crop_scale = {0.5, 1.0};
   error_of([&] { draw_augment(o, rng); }, ErrorKind::usage);  // no image size given
 }

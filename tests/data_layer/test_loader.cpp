@@ -144,8 +144,8 @@ TEST_CASE("loader: the ranks of an epoch read disjoint samples of one shared per
 TEST_CASE("loader: batches are deterministic for a seed, whatever the threads, rank or world size", "[data][loader]") {
   auto src = random_source(64);
   LoaderOptions o = train_options(8, 0, 1, 123);
-  o.augment.pad = 2;
-  o.augment.flip = true;
+  o.augment.crop_padding = 2;
+  o.augment.horizontal_flip = true;
   o.augment.mean = {0.5f, 0.4f, 0.3f};
   o.augment.std = {0.2f, 0.25f, 0.3f};
   BatchLoader a(src, o);
@@ -191,8 +191,8 @@ TEST_CASE("loader: batches are deterministic for a seed, whatever the threads, r
 TEST_CASE("loader: set_augment(false) leaves only normalisation from the next epoch", "[data][loader]") {
   auto src = random_source(16);
   LoaderOptions o = train_options(16, 0, 1, 9);
-  o.augment.pad = 3;
-  o.augment.flip = true;
+  o.augment.crop_padding = 3;
+  o.augment.horizontal_flip = true;
   BatchLoader l(src, o);
   const Batch aug = whole_epoch(l, 0)[0];
   l.set_augment(false);
@@ -221,8 +221,8 @@ TEST_CASE("loader: evaluation reads every sample once, in order, in contiguous r
   for (int r = 0; r < W; ++r) {
     LoaderOptions o = train_options(B, r, W);
     o.mode = LoaderMode::evaluate;
-    o.augment.pad = 4;  // ignored in evaluation
-    o.augment.flip = true;
+    o.augment.crop_padding = 4;  // ignored in evaluation
+    o.augment.horizontal_flip = true;
     BatchLoader l(src, o);
     const auto [begin, end] = eval_shard(N, r, W);
     CHECK(l.samples_per_epoch() == end - begin);
@@ -328,8 +328,8 @@ TEST_CASE("loader: FileSource and the cached source give the same batches", "[da
   write_file(dir.file("img.idx"), idx_images(30, 6, 6, pixels));
   write_file(dir.file("lbl.idx"), idx_labels(labels));
   LoaderOptions o = train_options(4, 1, 2, 77);
-  o.augment.pad = 1;
-  o.augment.flip = true;
+  o.augment.crop_padding = 1;
+  o.augment.horizontal_flip = true;
   BatchLoader cached(open_source({{dir.file("img.idx")}, {dir.file("lbl.idx")}, true, 0}), o);
   BatchLoader streamed(open_source({{dir.file("img.idx")}, {dir.file("lbl.idx")}, false, 0}), o);
   CHECK(cached.source().in_memory());

@@ -38,11 +38,12 @@ GRAPH = {
     "data": ["core", "tensor", "huffman"],
     "measure": ["nn", "data", "dist", "onnx"],
     "train": ["measure", "nn", "data", "dist", "onnx"],
-    "bn": ["train"],
+    "bn": ["measure"],
 }
 INTERNAL = ("cpu", "cuda")  # folders private to their module
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 CODEC_TOOLS = ("huffgpu-encode", "huffgpu-decode")
+MEASURING_TOOLS = ("prune-rate", "sparsify-fcl", "bn-polish")  # read training data, never train
 FORBIDDEN_LIBS = ("libdnnl", "libprotobuf", "libonnx", "libmpi")
 
 
@@ -100,6 +101,12 @@ def check_binaries(build):
         for lib in needed:
             if lib.startswith(FORBIDDEN_LIBS):
                 problems.append(f"{tool} links {lib}: the codec tools must link none of oneDNN, protobuf, libonnx, MPI")
+    for tool in MEASURING_TOOLS:  # static libraries: the link line CMake wrote names every module linked
+        link = os.path.join(build, "tools", tool, "CMakeFiles", f"{tool}.dir", "link.txt")
+        if not os.path.exists(link):
+            problems.append(f"{link}: not found (is {tool} built?)")
+        elif "libhpcnn_train.a" in open(link).read():
+            problems.append(f"{tool} links hpcnn::train: the tools that do not train read data through hpcnn::measure")
     return problems
 
 
@@ -138,7 +145,8 @@ def main():
         print(f"layering: {len(problems)} problem(s)")
         return 1
     print(f"layering: every include of lib/ follows the module graph ({len(GRAPH)} modules)" +
-          ("; the codec tools link none of oneDNN, protobuf, libonnx, MPI" if a.binaries else ""))
+          ("; the codec tools link none of oneDNN, protobuf, libonnx, MPI; prune-rate, sparsify-fcl and bn-polish "
+           "do not link hpcnn::train" if a.binaries else ""))
     return 0
 
 

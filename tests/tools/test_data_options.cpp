@@ -22,20 +22,22 @@ tool::TrainingData parse(std::vector<std::string> args) {
 
 TEST_CASE("training data from --data/--labels/--mean/--std or from a dist-train configuration", "[tools]") {
   auto d = parse({"--data", "imgs.idx", "--labels", "lbl.idx", "--mean", "0.49,0.48,0.45", "--std", "0.25,0.24,0.26"});
-  CHECK(d.images == "imgs.idx");
-  CHECK(d.labels == "lbl.idx");
-  CHECK(d.mean == std::vector<float>{0.49f, 0.48f, 0.45f});
-  CHECK(d.std == std::vector<float>{0.25f, 0.24f, 0.26f});
+  CHECK(d.data.train_images == "imgs.idx");
+  CHECK(d.data.train_labels == "lbl.idx");
+  CHECK(d.augmentation.mean == std::vector<float>{0.49f, 0.48f, 0.45f});
+  CHECK(d.augmentation.std == std::vector<float>{0.25f, 0.24f, 0.26f});
 
   const auto cfg = std::filesystem::temp_directory_path() / ("hpcnn_data_options_" + std::to_string(::getpid()) + ".json");
   std::ofstream(cfg) << R"({"data": {"train_images": "t.idx.gz", "train_labels": "l.idx.gz", "cache": false},
                            "augmentation": {"crop_padding": 4, "mean": [0.286], "std": [0.353]}})";
   d = parse({"--config", cfg.string()});
-  CHECK(d.images == "t.idx.gz");
-  CHECK(d.labels == "l.idx.gz");
-  CHECK(d.mean == std::vector<float>{0.286f});
-  CHECK(d.std == std::vector<float>{0.353f});
-  CHECK_FALSE(d.cache);
+  CHECK(d.data.train_images == "t.idx.gz");
+  CHECK(d.data.train_labels == "l.idx.gz");
+  CHECK(d.augmentation.mean == std::vector<float>{0.286f});
+  CHECK(d.augmentation.std == std::vector<float>{0.353f});
+  CHECK(d.augmentation.crop_padding == 4);
+  CHECK_FALSE(d.data.cache);
+  CHECK(d.data.prefetch == 4);  // the default
 
   using testing::check_error;
   check_error([&] { parse({"--config", cfg.string(), "--data", "x"}); }, ErrorKind::usage, "give --config TRAIN.json, or --data");
@@ -44,7 +46,16 @@ TEST_CASE("training data from --data/--labels/--mean/--std or from a dist-train 
   check_error([] { parse({"--data", "x", "--mean", "0.5,a", "--std", "1"}); }, ErrorKind::usage, "'a' is not a number");
   check_error([] { parse({"--data", "x", "--mean", "0.5,0.5", "--std", "1"}); }, ErrorKind::usage, "same number of values");
   check_error([] { parse({"--data", "x", "--mean", "0.5", "--std", "0"}); }, ErrorKind::usage, "must be > 0");
-  std::ofstream(cfg) << R"({"data": {"train_images": ""}, "optimiser": {}})";
-  check_error([&] { parse({"--config", cfg.string()}); }, ErrorKind::usage, "unknown configuration key 'optimiser'");
+  // The data sections are checked as dist-train checks them; the other keys are dist-train's.
+  std::ofstream(cfg) << R"({"data": {"train_image": "t.idx"}, "optimiser": {}})";
+  check_error([&] { parse({"--config", cfg.string()}); }, ErrorKind::usage, "unknown configuration key 'data.train_image'");
+  std::ofstream(cfg) << R"({"data": {"train_images": "t.idx"}, "augmentation": {"mean": [0.5], "std": [0.5, 0.5]}})";
+  check_error([&] { parse({"--config", cfg.string()}); }, ErrorKind::usage, "one value per channel");
+  std::ofstream(cfg) << R"({"data": {"train_images": "t.idx"}, "augmentation": {"erasing_scale": [0.1, 0.2, 0.3]}})";
+  check_error([&] { parse({"--config", cfg.string()}); }, ErrorKind::usage, "augmentation.erasing_scale must be [min, max]");
+  std::ofstream(cfg) << R"({"data": {"train_images": "t.idx", "prefetch": "4"}})";
+  check_error([&] { parse({"--config", cfg.string()}); }, ErrorKind::usage, "'data.prefetch' must be a JSON number");
+  std::ofstream(cfg) << R"({"data": {"train_images": "t.idx"}, "optimiser": {}})";
+  CHECK(parse({"--config", cfg.string()}).data.train_images == "t.idx");
   std::filesystem::remove(cfg);
 }

@@ -13,9 +13,8 @@
 #include "common/tool.h"
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "measure/evaluate.h"
 #include "onnx/model.h"
-#include "train/config.h"
-#include "train/trainer.h"
 
 namespace {
 
@@ -82,12 +81,16 @@ int main(int argc, char** argv) {
         if (test_accuracy && data.config.empty())
           hpcnn::throw_error(hpcnn::ErrorKind::usage, "--test-accuracy needs --config TRAIN.json (its data.test_images/labels)");
         const hpcnn::tool::TrainingData td = hpcnn::tool::resolve_data_options(data);
-        hpcnn::train::TrainConfig cfg;
-        if (test_accuracy) {
-          cfg = hpcnn::train::load_config(data.config, {});
-          if (cfg.data.test_images.empty())
-            hpcnn::throw_error(hpcnn::ErrorKind::usage, "--test-accuracy: " + data.config + " names no data.test_images");
-        }
+        if (test_accuracy && td.data.test_images.empty())
+          hpcnn::throw_error(hpcnn::ErrorKind::usage, "--test-accuracy: " + data.config + " names no data.test_images");
+        // The test accuracy: in batches of --batch-size, normalised as the training data.
+        hpcnn::measure::EvalOptions eval;
+        eval.batch_size = static_cast<int>(batch_size);
+        eval.prefetch = td.data.prefetch;
+        eval.normalise = td.augmentation;
+        const auto test_accuracy_of = [&](const std::string& path) {
+          return hpcnn::measure::evaluate_model(path, "test", td.data, eval, *comm);
+        };
         if (comm->rank() == 0)
           hpcnn::tool::prepare_outputs(
               {{output, "the output"}, {output + ".data", "the output's external data", true}, {out.report, "--report"}}, {model},
@@ -95,14 +98,14 @@ int main(int argc, char** argv) {
         hpcnn::tool::Report report(comm->rank() == 0 ? out.report : "");
         // The accuracy before goes first: a bad test set fails before any output is written.
         nlohmann::json before;
-        if (test_accuracy) before = hpcnn::train::run_evaluation(cfg, *comm, model);
+        if (test_accuracy) before = test_accuracy_of(model);
         const auto t0 = std::chrono::steady_clock::now();
         hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
         hpcnn::bn::PolishOptions po;
         po.samples = samples;
         po.batch_size = batch_size;
-        po.normalise.mean = td.mean;
-        po.normalise.std = td.std;
+        po.normalise.mean = td.augmentation.mean;
+        po.normalise.std = td.augmentation.std;
         const hpcnn::bn::PolishResult r =
             hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -113,13 +116,13 @@ int main(int argc, char** argv) {
               model);
         else
           spdlog::info("{} BatchNormalization node(s) re-estimated over {} samples of {} in {} pass(es), {:.1f} s",
-                       r.layers.size(), r.samples, td.images, r.passes, secs);
+                       r.layers.size(), r.samples, td.data.train_images, r.passes, secs);
         if (comm->rank() == 0) {
           hpcnn::onnxu::save_model(m.proto, output, hpcnn::onnxu::output_save_options(m, out.external_data(), out.force));
         }
         ordered_json j{{"model", model},
                        {"output", output},
-                       {"data", td.images},
+                       {"data", td.data.train_images},
                        {"samples", r.samples},
                        {"batch_size", batch_size},
                        {"batches", r.batches},
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
         j["layers"] = layers;
         if (test_accuracy) {
           comm->barrier();  // the output is written
-          const auto after = hpcnn::train::run_evaluation(cfg, *comm, output);
+          const auto after = test_accuracy_of(output);
           j["test_accuracy_before"] = before["test_accuracy"];
           j["test_accuracy_after"] = after["test_accuracy"];
           j["test_loss_before"] = before["test_loss"];

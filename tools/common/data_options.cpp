@@ -2,7 +2,7 @@
 
 #include "common/numbers.h"
 #include "core/error.h"
-#include "train/config.h"
+#include "data/config.h"
 
 namespace hpcnn::tool {
 
@@ -33,43 +33,37 @@ TrainingData resolve_data_options(const DataOptions& o) {
     throw_error(ErrorKind::usage, "training data: give --config TRAIN.json, or --data IMAGES [--labels LABELS] --mean M --std S");
   TrainingData d;
   if (!o.config.empty()) {
-    const train::DataSpec spec = train::load_data_spec(o.config);
-    if (spec.data.train_images.empty())
-      throw_error(ErrorKind::usage, "configuration " + o.config + " names no data.train_images");
-    d.images = spec.data.train_images;
-    d.labels = spec.data.train_labels;
-    d.mean = spec.augmentation.mean;
-    d.std = spec.augmentation.std;
-    d.cache = spec.data.cache;
-    d.validation_samples = spec.data.validation_samples;
+    d = data::load_data_sections(o.config);
+    if (d.data.train_images.empty()) throw_error(ErrorKind::usage, "configuration " + o.config + " names no data.train_images");
     return d;
   }
   if (o.mean.empty() || o.std.empty()) throw_error(ErrorKind::usage, "--data needs --mean and --std (the model's normalisation)");
-  d.images = o.images;
-  d.labels = o.labels;
-  d.mean = parse_floats(o.mean, "--mean");
-  d.std = parse_floats(o.std, "--std");
-  if (d.mean.size() != d.std.size()) throw_error(ErrorKind::usage, "--mean and --std need the same number of values");
-  for (float s : d.std)
+  d.data.train_images = o.images;
+  d.data.train_labels = o.labels;
+  d.augmentation.mean = parse_floats(o.mean, "--mean");
+  d.augmentation.std = parse_floats(o.std, "--std");
+  if (d.augmentation.mean.size() != d.augmentation.std.size())
+    throw_error(ErrorKind::usage, "--mean and --std need the same number of values");
+  for (float s : d.augmentation.std)
     if (!(s > 0)) throw_error(ErrorKind::usage, "--std values must be > 0");
   return d;
 }
 
 std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& d) {
   data::DataFiles files;
-  files.images = {d.images};
-  if (!d.labels.empty()) files.labels = {d.labels};
-  files.cache = d.cache;
+  files.images = {d.data.train_images};
+  if (!d.data.train_labels.empty()) files.labels = {d.data.train_labels};
+  files.cache = d.data.cache;
   auto all = data::open_source(files);
-  return d.validation_samples > 0 ? data::split_validation(all, d.validation_samples).first : all;
+  return d.data.validation_samples > 0 ? data::split_validation(all, d.data.validation_samples).first : all;
 }
 
 measure::SensitivityOptions first_batches_options(const TrainingData& d, int64_t batches, int64_t batch_size) {
   measure::SensitivityOptions so;
   so.batches = batches;
   so.batch_size = batch_size;
-  so.normalise.mean = d.mean;
-  so.normalise.std = d.std;
+  so.normalise.mean = d.augmentation.mean;
+  so.normalise.std = d.augmentation.std;
   return so;
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "data/config.h"
 #include "data/source.h"
 #include "measure/sensitivity.h"
 
@@ -30,12 +31,11 @@ struct DataOptions {
   bool given() const;  // any flag of the group was used
 };
 
-struct TrainingData {
-  std::string images, labels;    // files (labels empty: none, or CIFAR-10)
-  std::vector<float> mean, std;  // per channel, after pixels are scaled to [0, 1]
-  bool cache = true;
-  int64_t validation_samples = 0;  // --config's data.validation_samples: held out, never read here
-};
+// The training data as the configuration's sections (data/config.h): --data/--labels give
+// data.train_images/train_labels, --mean/--std augmentation.mean/std; with --config the file's
+// sections, whose data.validation_samples are held out (never read here) and whose data.test_*
+// bn-polish --test-accuracy evaluates on. Augmentation other than mean/std is not applied.
+using TrainingData = data::DataSections;
 
 // Adds the group's flags to `app` (in the option group "Training data").
 void add_data_options(CLI::App& app, DataOptions& options);
@@ -43,8 +43,9 @@ void add_data_options(CLI::App& app, DataOptions& options);
 // or numbers, the configuration's own errors otherwise.
 TrainingData resolve_data_options(const DataOptions& options);
 
-// The samples of `data` (data/source.h: without the held-out validation split), and the batches a tool reads from them: the first
-// `batches` x `batch_size`, normalised with data.mean/std (measure/sensitivity.h).
+// The samples of data.train_* (data/source.h: without the held-out validation split), and the
+// batches a tool reads from them: the first `batches` x `batch_size`, normalised with
+// augmentation.mean/std (measure/sensitivity.h).
 std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& data);
 measure::SensitivityOptions first_batches_options(const TrainingData& data, int64_t batches, int64_t batch_size);
 

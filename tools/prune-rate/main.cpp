@@ -147,12 +147,12 @@ int main(int argc, char** argv) {
           const hpcnn::measure::Sensitivity s =
               hpcnn::measure::measure_sensitivity(m.proto, model, hpcnn::tool::open_training_data(td),
                                                   hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
-          spdlog::info("loss {:.6g} over {} batches ({} samples of {}) on {} rank(s)", s.loss, s.batches, s.samples, td.images,
-                       comm->size());
+          spdlog::info("loss {:.6g} over {} batches ({} samples of {}) on {} rank(s)", s.loss, s.batches, s.samples,
+                       td.data.train_images, comm->size());
           o.data->loss = s.loss;
           o.data->loss_before = opt_loss_before->count() ? loss_before : s.loss;
           o.data->sensitivity = s.sensitivity;
-          o.data_info = {{"images", td.images},
+          o.data_info = {{"images", td.data.train_images},
                          {"batches", s.batches},
                          {"batch_size", batch_size},
                          {"samples", s.samples},

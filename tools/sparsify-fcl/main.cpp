@@ -87,10 +87,11 @@ int main(int argc, char** argv) {
                 hpcnn::measure::channel_second_moment(m.proto, model, value, hpcnn::tool::open_training_data(td),
                                                       hpcnn::tool::first_batches_options(td, batches, batch_size), *comm);
             spdlog::info("second moment of the {} channels of '{}' over {} samples of {}", cm.channels, value, cm.samples,
-                         td.images);
-            return std::make_pair(cm.second_moment,
-                                  nlohmann::ordered_json{
-                                      {"images", td.images}, {"value", value}, {"batches", cm.batches}, {"samples", cm.samples}});
+                         td.data.train_images);
+            return std::make_pair(
+                cm.second_moment,
+                nlohmann::ordered_json{
+                    {"images", td.data.train_images}, {"value", value}, {"batches", cm.batches}, {"samples", cm.samples}});
           };
         }
         o.seed = seed;
