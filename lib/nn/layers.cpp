@@ -2,6 +2,7 @@
 // glue. Kernels live in lib/ops; shape arithmetic on int64 values is done here on the host.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -54,22 +55,57 @@ void check_attributes(const onnx::NodeProto& node, std::initializer_list<const c
   }
 }
 
-std::array<int64_t, 2> pair_attr(const onnx::NodeProto& node, const char* name, int64_t fallback) {
-  auto v = attr_ints(node, name);
-  if (v.empty()) return {fallback, fallback};
-  if (v.size() != 2)
-    unsupported(node.op_type() + " with " + std::to_string(v.size()) + " spatial dims in '" + name + "': only 2-D is supported");
-  return {v[0], v[1]};
+// The number of spatial axes that a Conv/pooling node's attributes describe (0: none says).
+// ErrorKind::unsupported when they disagree.
+int spatial_rank(const onnx::NodeProto& node) {
+  int nd = 0;
+  for (const char* name : {"kernel_shape", "strides", "dilations", "pads"}) {
+    const auto v = attr_ints(node, name);
+    if (v.empty()) continue;
+    const int n = static_cast<int>(std::string(name) == "pads" ? v.size() / 2 : v.size());
+    if (std::string(name) == "pads" && v.size() % 2)
+      unsupported(node.op_type() + " with " + std::to_string(v.size()) + " values in 'pads'");
+    if (nd && n != nd)
+      unsupported(node.op_type() + " attributes for different numbers of spatial dims (" + std::to_string(nd) + " and " +
+                  std::to_string(n) + " in '" + name + "')");
+    nd = n;
+  }
+  return nd;
 }
 
-std::array<int64_t, 4> pads_attr(const onnx::NodeProto& node) {
-  auto v = attr_ints(node, "pads");
-  if (v.empty()) return {0, 0, 0, 0};
-  if (v.size() != 4)
-    unsupported(node.op_type() + " with " + std::to_string(v.size() / 2) + " spatial dims in 'pads': only 2-D is supported");
+// ErrorKind::unsupported naming the node's operator unless it has 2 or 3 spatial dims.
+void check_spatial_rank(const onnx::NodeProto& node, int nd) {
+  if (nd != 2 && nd != 3)
+    unsupported(node.op_type() + " with " + std::to_string(nd) + " spatial dims: only 2-D and 3-D are supported");
+}
+
+// One value per spatial axis (`fallback` for each when the attribute is absent).
+template <size_t N>
+std::array<int64_t, N> spatial_attr(const onnx::NodeProto& node, const char* name, int64_t fallback) {
+  std::array<int64_t, N> a;
+  a.fill(fallback);
+  const auto v = attr_ints(node, name);
+  if (v.empty()) return a;
+  if (v.size() != N)
+    unsupported(node.op_type() + " with " + std::to_string(v.size()) + " spatial dims in '" + name + "' (expected " +
+                std::to_string(N) + ")");
+  std::copy(v.begin(), v.end(), a.begin());
+  return a;
+}
+
+// Begins then ends, one each per spatial axis.
+template <size_t N>
+std::array<int64_t, 2 * N> pads_attr(const onnx::NodeProto& node) {
+  std::array<int64_t, 2 * N> a{};
+  const auto v = attr_ints(node, "pads");
+  if (v.empty()) return a;
+  if (v.size() != 2 * N)
+    unsupported(node.op_type() + " with " + std::to_string(v.size() / 2) + " spatial dims in 'pads' (expected " +
+                std::to_string(N) + ")");
   for (int64_t p : v)
     if (p < 0) unsupported(node.op_type() + " with negative pads");
-  return {v[0], v[1], v[2], v[3]};
+  std::copy(v.begin(), v.end(), a.begin());
+  return a;
 }
 
 std::string auto_pad_attr(const onnx::NodeProto& node) {
@@ -85,33 +121,78 @@ void need_outputs(const onnx::NodeProto& node, int max_used) {
 }
 
 // ------------------------------------------------------------------------------------------
+// Conv with 2 spatial dims (4-D input: ops::Conv2d, nhwc inside) or 3 (5-D input: ops::Conv3d,
+// NCDHW). The spatial rank comes from the attributes, else from a constant weight, else from the
+// first input (a weight fed at run time); any other rank is ErrorKind::unsupported.
 class ConvLayer : public Layer {
  public:
-  ConvLayer(const onnx::NodeProto& node) : conv_(params(node)) { need_outputs(node, 1); }
-  static ops::Conv2dParams params(const onnx::NodeProto& node) {
+  ConvLayer(const onnx::NodeProto& node, const ConstantLookup& constant) {
     check_attributes(node, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
-    ops::Conv2dParams p;
-    p.group = attr_int(node, "group", 1);
-    p.kernel = pair_attr(node, "kernel_shape", 0);
-    p.stride = pair_attr(node, "strides", 1);
-    p.dilation = pair_attr(node, "dilations", 1);
-    p.pads = pads_attr(node);
-    p.auto_pad = auto_pad_attr(node);
-    return p;
+    need_outputs(node, 1);
+    nd_ = spatial_rank(node);
+    if (const Value* w = node.input_size() > 1 ? constant(1) : nullptr; w && !w->is_int && w->t.rank() >= 2) {
+      if (nd_ && nd_ != w->t.rank() - 2)
+        unsupported("Conv attributes for " + std::to_string(nd_) + " spatial dims with a weight of shape " +
+                    shape_to_string(w->t.shape()));
+      nd_ = w->t.rank() - 2;
+    }
+    if (nd_) check_spatial_rank(node, nd_);
+    const int64_t group = attr_int(node, "group", 1);
+    const std::string auto_pad = auto_pad_attr(node);
+    if (nd_ != 3) {
+      p2_.group = group;
+      p2_.kernel = spatial_attr<2>(node, "kernel_shape", 0);
+      p2_.stride = spatial_attr<2>(node, "strides", 1);
+      p2_.dilation = spatial_attr<2>(node, "dilations", 1);
+      p2_.pads = pads_attr<2>(node);
+      p2_.auto_pad = auto_pad;
+    }
+    if (nd_ != 2) {
+      p3_.group = group;
+      p3_.kernel = spatial_attr<3>(node, "kernel_shape", 0);
+      p3_.stride = spatial_attr<3>(node, "strides", 1);
+      p3_.dilation = spatial_attr<3>(node, "dilations", 1);
+      p3_.pads = pads_attr<3>(node);
+      p3_.auto_pad = auto_pad;
+    }
   }
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext& ctx) override {
-    out[0] = Value::of(
-        conv_.forward(tensor_in(in, 0, "Conv"), tensor_in(in, 1, "Conv"), optional_in(in, 2), ctx.mode != Mode::inference));
+    const Tensor& x = tensor_in(in, 0, "Conv");
+    const int nd = x.rank() - 2;
+    if ((nd != 2 && nd != 3) || (nd_ && nd != nd_))
+      unsupported("Conv of a " + std::to_string(x.rank()) + "-D input " + shape_to_string(x.shape()) +
+                  (nd_ ? " with attributes for " + std::to_string(nd_) + " spatial dims" : std::string()) +
+                  ": only 2-D (4-D input) and 3-D (5-D input) convolutions are supported");
+    const bool training = ctx.mode != Mode::inference;
+    if (nd == 2) {
+      if (!conv2d_) conv2d_.emplace(p2_);
+      out[0] = Value::of(conv2d_->forward(x, tensor_in(in, 1, "Conv"), optional_in(in, 2), training));
+    } else {
+      if (!conv3d_) conv3d_.emplace(p3_);
+      out[0] = Value::of(conv3d_->forward(x, tensor_in(in, 1, "Conv"), optional_in(in, 2), training));
+    }
+    ran_3d_ = nd == 3;
   }
   void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy, std::vector<Tensor>& gin,
                 const std::vector<bool>& need) override {
     const bool nb = need.size() > 2 && need[2] && in.size() > 2 && in[2];
-    conv_.backward(in[0]->t, in[1]->t, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr, nb ? &gin[2] : nullptr);
+    Tensor* gx = need[0] ? &gin[0] : nullptr;
+    Tensor* gw = need[1] ? &gin[1] : nullptr;
+    Tensor* gb = nb ? &gin[2] : nullptr;
+    if (ran_3d_)
+      conv3d_->backward(in[0]->t, in[1]->t, gy, gx, gw, gb);
+    else
+      conv2d_->backward(in[0]->t, in[1]->t, gy, gx, gw, gb);
   }
   bool keeps_input(int i) const override { return i <= 1; }
 
  private:
-  ops::Conv2d conv_;
+  int nd_ = 0;  // spatial dims the node declares (0: from its input)
+  ops::Conv2dParams p2_;
+  ops::Conv3dParams p3_;
+  std::optional<ops::Conv2d> conv2d_;
+  std::optional<ops::Conv3d> conv3d_;
+  bool ran_3d_ = false;
 };
 
 // ------------------------------------------------------------------------------------------
@@ -202,6 +283,9 @@ class ActivationLayer : public Layer {
     } else if (op == "Sigmoid") {
       check_attributes(node, {});
       p_.kind = ops::Activation::sigmoid;
+    } else if (op == "Tanh") {
+      check_attributes(node, {});
+      p_.kind = ops::Activation::tanh;
     } else {  // Clip
       p_.kind = ops::Activation::clip;
       if (opset < 11) {
@@ -250,13 +334,26 @@ class PoolLayer : public Layer {
     else
       check_attributes(node, {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"});
     if (attr_ints(node, "kernel_shape").empty()) throw_error(ErrorKind::bad_input, node.op_type() + " without kernel_shape");
-    p_.kernel = pair_attr(node, "kernel_shape", 1);
-    p_.stride = pair_attr(node, "strides", 1);
-    p_.dilation = pair_attr(node, "dilations", 1);
-    p_.pads = pads_attr(node);
-    p_.auto_pad = auto_pad_attr(node);
-    p_.ceil_mode = attr_int(node, "ceil_mode", 0) != 0;
-    p_.count_include_pad = attr_int(node, "count_include_pad", 0) != 0;
+    check_spatial_rank(node, spatial_rank(node));
+    is_3d_ = attr_ints(node, "kernel_shape").size() == 3;
+    const bool ceil_mode = attr_int(node, "ceil_mode", 0) != 0, count_include_pad = attr_int(node, "count_include_pad", 0) != 0;
+    if (is_3d_) {
+      p3_.kernel = spatial_attr<3>(node, "kernel_shape", 1);
+      p3_.stride = spatial_attr<3>(node, "strides", 1);
+      p3_.dilation = spatial_attr<3>(node, "dilations", 1);
+      p3_.pads = pads_attr<3>(node);
+      p3_.auto_pad = auto_pad_attr(node);
+      p3_.ceil_mode = ceil_mode;
+      p3_.count_include_pad = count_include_pad;
+    } else {
+      p_.kernel = spatial_attr<2>(node, "kernel_shape", 1);
+      p_.stride = spatial_attr<2>(node, "strides", 1);
+      p_.dilation = spatial_attr<2>(node, "dilations", 1);
+      p_.pads = pads_attr<2>(node);
+      p_.auto_pad = auto_pad_attr(node);
+      p_.ceil_mode = ceil_mode;
+      p_.count_include_pad = count_include_pad;
+    }
     (void)opset;
   }
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext& ctx) override {
@@ -265,10 +362,11 @@ class PoolLayer : public Layer {
     x_layout_ = x.layout();
     switch (kind_) {
       case max:
-        out[0] = Value::of(ops::maxpool_forward(x, p_, ctx.mode != Mode::inference ? &saved_ : nullptr));
+        out[0] = Value::of(is_3d_ ? ops::maxpool3d_forward(x, p3_, ctx.mode != Mode::inference ? &saved_ : nullptr)
+                                  : ops::maxpool_forward(x, p_, ctx.mode != Mode::inference ? &saved_ : nullptr));
         break;
       case average:
-        out[0] = Value::of(ops::avgpool_forward(x, p_));
+        out[0] = Value::of(is_3d_ ? ops::avgpool3d_forward(x, p3_) : ops::avgpool_forward(x, p_));
         break;
       case global_average:
         out[0] = Value::of(ops::global_avgpool_forward(x));
@@ -279,10 +377,10 @@ class PoolLayer : public Layer {
                 const std::vector<bool>&) override {
     switch (kind_) {
       case max:
-        gin[0] = ops::maxpool_backward(x_shape_, saved_, gy);
+        gin[0] = is_3d_ ? ops::maxpool3d_backward(x_shape_, saved_, gy) : ops::maxpool_backward(x_shape_, saved_, gy);
         break;
       case average:
-        gin[0] = ops::avgpool_backward(x_shape_, p_, gy);
+        gin[0] = is_3d_ ? ops::avgpool3d_backward(x_shape_, p3_, gy) : ops::avgpool_backward(x_shape_, p_, gy);
         break;
       case global_average: {
         Tensor like(x_shape_, x_layout_);
@@ -294,7 +392,9 @@ class PoolLayer : public Layer {
 
  private:
   Kind kind_;
+  bool is_3d_ = false;  // 3 spatial dims (5-D input, plain NCDHW)
   ops::Pool2dParams p_;
+  ops::Pool3dParams p3_;
   ops::MaxPoolSaved saved_;
   Shape x_shape_;
   Layout x_layout_ = Layout::plain;
@@ -904,9 +1004,9 @@ std::unique_ptr<Layer> bind(const onnx::NodeProto& node, int64_t opset, const Co
     unsupported("operator domain '" + node.domain() + "' (" + node.op_type() + ")");
   if (opset < 7 || opset > 21) unsupported("opset " + std::to_string(opset) + " (supported: 7 to 21)");
   const std::string& op = node.op_type();
-  if (op == "Conv") return std::make_unique<ConvLayer>(node);
+  if (op == "Conv") return std::make_unique<ConvLayer>(node, constant);
   if (op == "BatchNormalization") return std::make_unique<BatchNormLayer>(node, opset);
-  if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Clip")
+  if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Clip")
     return std::make_unique<ActivationLayer>(node, opset, constant);
   if (op == "MaxPool") return std::make_unique<PoolLayer>(node, opset, PoolLayer::max);
   if (op == "AveragePool") return std::make_unique<PoolLayer>(node, opset, PoolLayer::average);

@@ -13,8 +13,9 @@
 // each Parameter's grad, calling the gradient-ready hook for each parameter as soon as its
 // gradient is final, and, if requested, the gradients of the graph inputs.
 //
-// Inputs and outputs are fp32 tensors in ONNX's logical shapes (NCHW for images) and plain
-// layout; inside, 4-D activations live in nhwc (tensor/tensor.h). Parameters are the float
+// Inputs and outputs are fp32 tensors in ONNX's logical shapes (NCHW for images, NCDHW for
+// volumes) and plain layout; inside, 4-D activations live in nhwc (tensor/tensor.h), 5-D ones
+// stay plain (3-D Conv and pooling: ops/conv.h, ops/pool.h). Parameters are the float
 // initializers that feed differentiable operator inputs (Conv W/B, Gemm A/B/C, BatchNormalization
 // scale/B, MatMul operands, Transpose/Pad inputs, non-scalar Add/Sub/Mul/Sum operands); scalars
 // and non-differentiable inputs (Clip bounds, Dropout ratio) are constants, and

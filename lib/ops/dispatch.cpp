@@ -84,6 +84,24 @@ void Conv2d::backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor
   kernel_->backward(ctx_of(x), x, w, gy, gx, gw, gb);
 }
 
+Conv3d::Conv3d(Conv3dParams p) : p_(std::move(p)) {}
+Conv3d::~Conv3d() = default;
+Conv3d::Conv3d(Conv3d&&) noexcept = default;
+Conv3d& Conv3d::operator=(Conv3d&&) noexcept = default;
+
+Tensor Conv3d::forward(const Tensor& x, const Tensor& w, const Tensor& b, bool training) {
+  if (!kernel_ || device_ != x.device()) {
+    kernel_ = k_of(x).make_conv3d(p_);
+    device_ = x.device();
+  }
+  return kernel_->forward(ctx_of(x), x, w, b, training);
+}
+
+void Conv3d::backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor* gx, Tensor* gw, Tensor* gb) {
+  if (!kernel_) throw_error(ErrorKind::usage, "Conv backward before forward");
+  kernel_->backward(ctx_of(x), x, w, gy, gx, gw, gb);
+}
+
 Tensor batchnorm_inference(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean, const Tensor& var,
                            float epsilon) {
   return k_of(x).batchnorm_inference(ctx_of(x), x, scale, bias, mean, var, epsilon);
@@ -146,6 +164,16 @@ Tensor maxpool_backward(const Shape& x_shape, const MaxPoolSaved& saved, const T
 Tensor avgpool_forward(const Tensor& x, const Pool2dParams& p) { return k_of(x).avgpool_forward(ctx_of(x), x, p); }
 Tensor avgpool_backward(const Shape& x_shape, const Pool2dParams& p, const Tensor& gy) {
   return k_of(gy).avgpool_backward(ctx_of(gy), x_shape, p, gy);
+}
+Tensor maxpool3d_forward(const Tensor& x, const Pool3dParams& p, MaxPoolSaved* saved) {
+  return k_of(x).maxpool3d_forward(ctx_of(x), x, p, saved);
+}
+Tensor maxpool3d_backward(const Shape& x_shape, const MaxPoolSaved& saved, const Tensor& gy) {
+  return k_of(gy).maxpool3d_backward(ctx_of(gy), x_shape, saved, gy);
+}
+Tensor avgpool3d_forward(const Tensor& x, const Pool3dParams& p) { return k_of(x).avgpool3d_forward(ctx_of(x), x, p); }
+Tensor avgpool3d_backward(const Shape& x_shape, const Pool3dParams& p, const Tensor& gy) {
+  return k_of(gy).avgpool3d_backward(ctx_of(gy), x_shape, p, gy);
 }
 Tensor global_avgpool_forward(const Tensor& x) { return k_of(x).global_avgpool_forward(ctx_of(x), x); }
 Tensor global_avgpool_backward(const Tensor& x_like, const Tensor& gy) {

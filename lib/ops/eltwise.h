@@ -1,9 +1,10 @@
-// hpcnn ops: element-wise activations and Dropout, forward and backward. y keeps x's shape and
-// layout; backward takes the saved forward input or output as noted and returns gx in gy's
+// hpcnn ops: element-wise activations and Dropout, forward and backward, on tensors of any rank.
+// y keeps x's shape and layout; backward takes the saved forward input or output as noted and returns gx in gy's
 // layout converted to x's.
 //   Relu: y = max(x, 0)                      backward from y (gx = gy where y > 0)
 //   LeakyRelu: y = x >= 0 ? x : alpha * x     backward from x
 //   Sigmoid: y = 1 / (1 + exp(-x))           backward from y: gx = gy * y * (1 - y)
+//   Tanh: y = tanh(x)                         backward from y: gx = gy * (1 - y^2)
 //   Clip: y = min(max(x, lo), hi)            backward from x: gx = gy where lo <= x <= hi
 //     (torch.clamp's convention at the bounds)
 //   Dropout (inverted): y = x * mask / (1 - ratio), mask ~ Bernoulli(1 - ratio)
@@ -17,7 +18,7 @@
 
 namespace hpcnn::ops {
 
-enum class Activation { relu, leaky_relu, sigmoid, clip };
+enum class Activation { relu, leaky_relu, sigmoid, clip, tanh };
 
 struct ActivationParams {
   Activation kind = Activation::relu;
@@ -26,7 +27,7 @@ struct ActivationParams {
 };
 
 Tensor activation_forward(const Tensor& x, const ActivationParams& p);
-// `saved` is y for relu/sigmoid and x for leaky_relu/clip (activation_saves_output tells which).
+// `saved` is y for relu/sigmoid/tanh and x for leaky_relu/clip (activation_saves_output tells which).
 Tensor activation_backward(const Tensor& saved, const Tensor& gy, const ActivationParams& p);
 bool activation_saves_output(Activation kind);
 

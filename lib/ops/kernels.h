@@ -49,11 +49,11 @@ struct ExecutionContext {
 // for a device kind no backend registered).
 ExecutionContext& execution_context(const Device& device);
 
-// A convolution's kernels for one node: they may keep state per input shape (oneDNN primitives,
-// cuDNN algorithm choices).
-class Conv2dKernel {
+// A convolution's kernels for one node (2-D or 3-D): they may keep state per input shape (oneDNN
+// primitives, cuDNN algorithm choices).
+class ConvKernel {
  public:
-  virtual ~Conv2dKernel() = default;
+  virtual ~ConvKernel() = default;
   virtual Tensor forward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor& b, bool training) = 0;
   virtual void backward(ExecutionContext& ctx, const Tensor& x, const Tensor& w, const Tensor& gy, Tensor* gx, Tensor* gw,
                         Tensor* gb) = 0;
@@ -63,7 +63,8 @@ class Conv2dKernel {
 // with the context first). Entries must all be set.
 struct Kernels {
   const char* name = "";
-  std::unique_ptr<Conv2dKernel> (*make_conv2d)(const Conv2dParams& p);
+  std::unique_ptr<ConvKernel> (*make_conv2d)(const Conv2dParams& p);
+  std::unique_ptr<ConvKernel> (*make_conv3d)(const Conv3dParams& p);
 
   Tensor (*batchnorm_inference)(ExecutionContext&, const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean,
                                 const Tensor& var, float epsilon);
@@ -99,6 +100,10 @@ struct Kernels {
   Tensor (*maxpool_backward)(ExecutionContext&, const Shape& x_shape, const MaxPoolSaved& saved, const Tensor& gy);
   Tensor (*avgpool_forward)(ExecutionContext&, const Tensor& x, const Pool2dParams& p);
   Tensor (*avgpool_backward)(ExecutionContext&, const Shape& x_shape, const Pool2dParams& p, const Tensor& gy);
+  Tensor (*maxpool3d_forward)(ExecutionContext&, const Tensor& x, const Pool3dParams& p, MaxPoolSaved* saved);
+  Tensor (*maxpool3d_backward)(ExecutionContext&, const Shape& x_shape, const MaxPoolSaved& saved, const Tensor& gy);
+  Tensor (*avgpool3d_forward)(ExecutionContext&, const Tensor& x, const Pool3dParams& p);
+  Tensor (*avgpool3d_backward)(ExecutionContext&, const Shape& x_shape, const Pool3dParams& p, const Tensor& gy);
   Tensor (*global_avgpool_forward)(ExecutionContext&, const Tensor& x);
   Tensor (*global_avgpool_backward)(ExecutionContext&, const Tensor& x_like, const Tensor& gy);
 

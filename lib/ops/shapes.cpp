@@ -32,6 +32,21 @@ std::array<int64_t, 4> conv_resolve_pads(const Conv2dParams& p, int64_t H, int64
   return pads;
 }
 
+std::array<int64_t, 6> conv3d_resolve_pads(const Conv3dParams& p, const std::array<int64_t, 3>& in,
+                                           const std::array<int64_t, 3>& k) {
+  if (p.auto_pad == "NOTSET" || p.auto_pad.empty()) return p.pads;
+  if (p.auto_pad == "VALID") return {0, 0, 0, 0, 0, 0};
+  std::array<int64_t, 6> pads{};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t out = (in[i] + p.stride[i] - 1) / p.stride[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * p.stride[i] + (k[i] - 1) * p.dilation[i] + 1 - in[i]);
+    const int64_t small = total / 2, large = total - small;
+    pads[i] = p.auto_pad == "SAME_LOWER" ? large : small;
+    pads[i + 3] = total - pads[i];
+  }
+  return pads;
+}
+
 Shape broadcast_shape(const Shape& a, const Shape& b) {
   const size_t r = std::max(a.size(), b.size());
   Shape out(r);
@@ -54,6 +69,6 @@ std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& perm_in, in
   return inv;
 }
 
-bool activation_saves_output(Activation k) { return k == Activation::relu || k == Activation::sigmoid; }
+bool activation_saves_output(Activation k) { return k == Activation::relu || k == Activation::sigmoid || k == Activation::tanh; }
 
 }  // namespace hpcnn::ops

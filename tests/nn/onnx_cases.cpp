@@ -28,11 +28,11 @@
 // tie, a Clip bound) are detected because the one-sided differences (L(x+h) - L(x)) / h and
 // (L(x) - L(x-h)) / h disagree beyond the tolerance; they are skipped and counted. Tolerance:
 //   |fd - an| <= 1e-2 * |an| + 1e-3 * scale + noise
-// where scale = the largest |an| or |fd| of the tensor and noise = 2^-20 * ||out * R||_2 / h
-// bounds the finite difference of the fp32 rounding of the outputs (a few ulps, independent
-// per element) that a perturbation re-rolls. A wrong gradient (missing factor, transposed
-// operand, lost broadcast reduction, wrong window) errs by the order of the gradient itself.
-// Cases with an active Dropout (ratio != 0) are skipped: the mask changes with every forward.
+// where scale = the largest |an| or |fd| of the tensor and noise = 2^-20 * ||out * R||_2 / h,
+// the norm over the output elements that the perturbation changed, bounds the finite difference
+// of the fp32 rounding of the outputs (a few ulps, independent per element) that it re-rolls. A wrong gradient (missing factor,
+// transposed operand, lost broadcast reduction, wrong window) errs by the order of the gradient itself. Cases with an active
+// Dropout (ratio != 0) are skipped: the mask changes with every forward.
 //
 // Prints a per-operator table (operator = the case's one operator type besides Constant;
 // "(model) GRAPH-NAME" for graphs of several) and one line per unsupported/failed case. Exit status 1 when
@@ -233,6 +233,30 @@ double loss_of(const std::vector<Tensor>& outs, const std::vector<Tensor>& r) {
   return l;
 }
 
+std::vector<Tensor> copies(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> c;
+  for (const Tensor& t : ts) c.push_back(t.defined() ? t.clone() : t);
+  return c;
+}
+
+// ||out * R||_2 over the output elements that differ between the unperturbed outputs and either
+// perturbed run: only their fp32 rounding is re-rolled by a perturbation (an element-wise or
+// windowed operator changes a few outputs; a batch-statistics one changes them all).
+double changed_norm(const std::vector<Tensor>& base, const std::vector<Tensor>& plus, const std::vector<Tensor>& minus,
+                    const std::vector<Tensor>& r) {
+  double sum = 0;
+  for (size_t i = 0; i < base.size() && i < r.size(); ++i) {
+    if (!r[i].defined()) continue;
+    const Tensor b = hpcnn::to_layout(base[i], Layout::plain), p = hpcnn::to_layout(plus[i], Layout::plain),
+                 m = hpcnn::to_layout(minus[i], Layout::plain);
+    if (p.numel() != b.numel() || m.numel() != b.numel()) throw Mismatch("output " + std::to_string(i) + " changed size");
+    for (int64_t j = 0; j < b.numel(); ++j)
+      if (p.data()[j] != b.data()[j] || m.data()[j] != b.data()[j])
+        sum += std::pow(static_cast<double>(b.data()[j]) * r[i].data()[j], 2);
+  }
+  return std::sqrt(sum);
+}
+
 // Gradient check of one passed case. Returns (status, reason).
 std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, const std::string& origin,
                                              const std::vector<Tensor>& fed_inputs, const std::string& case_name,
@@ -277,14 +301,8 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
     any_r = true;
   }
   if (!any_r) return {GradStatus::skipped, "no differentiable output"};
+  outs = copies(outs);
   const double l0 = loss_of(outs, r);
-  double out_r_norm = 0;  // ||out * R||_2, for the noise bound
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (!r[i].defined()) continue;
-    Tensor o = hpcnn::to_layout(outs[i], Layout::plain);
-    for (int64_t j = 0; j < o.numel(); ++j) out_r_norm += std::pow(static_cast<double>(o.data()[j]) * r[i].data()[j], 2);
-  }
-  out_r_norm = std::sqrt(out_r_norm);
 
   model.zero_grad();
   model.backward(r);
@@ -327,6 +345,7 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
     struct Sample {
       int64_t i;
       double an, fd, fdp, fdm, h;
+      double out_r_norm;  // ||out * R||_2 over the outputs this perturbation changed
     };
     std::vector<Sample> s;
     double scale = 0;
@@ -337,16 +356,18 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
       const float h = 1e-3f * std::clamp(std::abs(x0), 1.0f, 10.0f);
       const float xp = x0 + h, xm = x0 - h;
       t.values[i] = xp;
-      const double lp = loss_of(forward(), r);
+      const std::vector<Tensor> op = copies(forward());  // outputs may be views of the inputs (Flatten)
       t.values[i] = xm;
-      const double lm = loss_of(forward(), r);
+      const std::vector<Tensor> om = copies(forward());
       t.values[i] = x0;
+      const double lp = loss_of(op, r), lm = loss_of(om, r);
       Sample sm{i,
                 t.grad.defined() ? t.grad.data()[i] : 0.0,
                 (lp - lm) / (double(xp) - double(xm)),
                 (lp - l0) / (double(xp) - double(x0)),
                 (l0 - lm) / (double(x0) - double(xm)),
-                (double(xp) - double(xm)) / 2};
+                (double(xp) - double(xm)) / 2,
+                changed_norm(outs, op, om, r)};
       if (!std::isfinite(sm.fd)) {
         failures.push_back(t.what + "[" + std::to_string(i) + "]: non-finite loss near the point");
         continue;
@@ -359,7 +380,7 @@ std::pair<GradStatus, std::string> gradcheck(const onnx::ModelProto& proto, cons
     std::string worst_msg;
     int bad = 0;
     for (const auto& sm : s) {
-      const double noise = std::ldexp(out_r_norm, -20) / sm.h;
+      const double noise = std::ldexp(sm.out_r_norm, -20) / sm.h;
       const double tol = 1e-2 * std::abs(sm.an) + 1e-3 * scale + noise;
       if (std::abs(sm.fdp - sm.fdm) > tol) {
         ++kinks;

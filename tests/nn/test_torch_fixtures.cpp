@@ -1,9 +1,11 @@
 // Whole small models against PyTorch: tests/data/nn/<model>/ holds an ONNX export (training
 // mode, BatchNormalization kept, initializers named as the torch state_dict), a fixed batch and
 // torch's results computed in float64 (tests/fixtures/make_torch_fixtures.py; manifest.json lists the
-// files). For each model: inference-mode logits, training-mode logits, the label-smoothed loss
-// and its gradient, every parameter gradient, the input gradient and the BatchNorm running
-// statistics after the training forward. Tolerance: |got - want| <= 1e-5 + 1e-4 |want|.
+// files). cosmoflow_tiny (a 5-D CosmoFlow-like 3-D CNN) has the same files, its reference
+// computed without torch: a float64 NumPy forward and float64 finite differences for every
+// gradient (tests/fixtures/make_cosmoflow_fixture.py). For each model: inference-mode logits, training-mode logits, the
+// label-smoothed loss and its gradient, every parameter gradient, the input gradient and the BatchNorm running statistics after
+// the training forward. Tolerance: |got - want| <= 1e-5 + 1e-4 |want|.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -262,4 +264,8 @@ TEST_CASE("torch fixture resnet_tiny: BasicBlocks with identity and projection s
 TEST_CASE("torch fixture misc_ops: activations, grouped/depthwise/dilated conv, concat, pools (opset 11)",
           "[nn][torch_fixtures]") {
   run_fixture("misc_ops");
+}
+
+TEST_CASE("fixture cosmoflow_tiny: 3-D Conv, LeakyRelu, MaxPool3D, Gemm, Tanh on NCDHW volumes", "[nn][torch_fixtures]") {
+  run_fixture("cosmoflow_tiny");
 }

@@ -63,6 +63,46 @@ std::vector<OpCase> cases() {
                  conv.backward(x, w, on(d, host_random(y.shape(), 7), y.layout()), &gx, &gw, nullptr);
                  return Outputs{y, gx, gw};
                }});
+  const Tensor x5 = host_random({2, 4, 5, 6, 4}, 50);
+  c.push_back({"conv3d (group 1, strides, asymmetric pads, bias) forward+backward", [=](const Device& d) {
+                 Conv3dParams p;
+                 p.stride = {2, 1, 2};
+                 p.pads = {1, 0, 1, 0, 1, 0};
+                 Conv3d conv(p);
+                 const Tensor x = on(d, x5), w = on(d, host_random({3, 4, 2, 3, 2}, 51)), b = on(d, host_random({3}, 52));
+                 Tensor y = conv.forward(x, w, b, true), gx, gw, gb;
+                 conv.backward(x, w, on(d, host_random(y.shape(), 53)), &gx, &gw, &gb);
+                 return Outputs{y, gx, gw, gb};
+               }});
+  c.push_back({"conv3d (group 2, dilation 2, SAME_UPPER) forward+backward", [=](const Device& d) {
+                 Conv3dParams p;
+                 p.group = 2;
+                 p.dilation = {2, 1, 2};
+                 p.auto_pad = "SAME_UPPER";
+                 Conv3d conv(p);
+                 const Tensor x = on(d, x5), w = on(d, host_random({4, 2, 2, 2, 2}, 54));
+                 Tensor y = conv.forward(x, w, Tensor(), true), gx, gw;
+                 conv.backward(x, w, on(d, host_random(y.shape(), 55)), &gx, &gw, nullptr);
+                 return Outputs{y, gx, gw};
+               }});
+  c.push_back({"maxpool3d_forward / maxpool3d_backward (ceil_mode, pads)", [=](const Device& d) {
+                 Pool3dParams p;
+                 p.kernel = {2, 3, 2};
+                 p.stride = {2, 2, 1};
+                 p.pads = {0, 1, 0, 1, 1, 1};
+                 p.ceil_mode = true;
+                 MaxPoolSaved saved;
+                 Tensor y = maxpool3d_forward(on(d, x5), p, &saved);
+                 return Outputs{y, maxpool3d_backward(x5.shape(), saved, on(d, host_random(y.shape(), 56)))};
+               }});
+  c.push_back({"avgpool3d_forward / avgpool3d_backward (count_include_pad)", [=](const Device& d) {
+                 Pool3dParams p;
+                 p.kernel = {3, 3, 2};
+                 p.pads = {1, 1, 0, 1, 1, 1};
+                 p.count_include_pad = true;
+                 Tensor y = avgpool3d_forward(on(d, x5), p);
+                 return Outputs{y, avgpool3d_backward(x5.shape(), p, on(d, host_random(y.shape(), 57)))};
+               }});
   c.push_back(
       {"sparse_fcl_forward / sparse_fcl_backward", [=](const Device& d) {
          const Tensor x = on(d, x4, Layout::nhwc), A = on(d, host_random({3, 6, 1, 1}, 40)), a = on(d, host_random({3}, 41));
@@ -81,7 +121,7 @@ std::vector<OpCase> cases() {
                  batchnorm_backward(x, s, st, on(d, host_random(x4.shape(), 12), Layout::nhwc), &gx, &gs, &gb);
                  return Outputs{yi, yt, st.mean, st.var, gx, gs, gb};
                }});
-  for (Activation a : {Activation::relu, Activation::leaky_relu, Activation::sigmoid, Activation::clip})
+  for (Activation a : {Activation::relu, Activation::leaky_relu, Activation::sigmoid, Activation::clip, Activation::tanh})
     c.push_back({"activation_forward / activation_backward (" + std::to_string(static_cast<int>(a)) + ")", [=](const Device& d) {
                    ActivationParams p;
                    p.kind = a;
@@ -265,7 +305,7 @@ TEST_CASE("a planted faulty twin (one op off by 1e-3) fails the comparison", "[o
   const auto failures = compare_with_cpu(Device::cuda());
   register_kernels(Device::Kind::cuda, saved_kernels);
   register_device_memory(Device::Kind::cuda, saved_memory);
-  REQUIRE(failures.size() == 4);  // the four activation cases, and nothing else
+  REQUIRE(failures.size() == 5);  // the five activation cases, and nothing else
   for (const auto& f : failures) CHECK_THAT(f, Catch::StartsWith("activation_forward"));
 
   // Without the fault the stand-in device passes: the comparison is not failing by itself.

@@ -14,7 +14,7 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 // The oneDNN twin of a Conv node: primitives kept for the last input shape.
-class DnnlConv2d final : public Conv2dKernel {
+class DnnlConv2d final : public ConvKernel {
  public:
   explicit DnnlConv2d(Conv2dParams p) : p_(std::move(p)) {}
   Tensor forward(ExecutionContext&, const Tensor& x, const Tensor& w, const Tensor& b, bool training) override;
@@ -42,17 +42,11 @@ struct DnnlConv2d::State {
   dnnl::convolution_backward_weights bwd_w;
 };
 
-std::unique_ptr<Conv2dKernel> make_conv2d(const Conv2dParams& p) { return std::make_unique<DnnlConv2d>(p); }
+std::unique_ptr<ConvKernel> make_conv2d(const Conv2dParams& p) { return std::make_unique<DnnlConv2d>(p); }
 
 namespace {
-memory wrap(const memory::desc& md, const float* p) { return memory(md, engine(), const_cast<float*>(p)); }
-// Memory in `want`, reordering from `have` when they differ.
-memory as_desc(const memory& have, const memory::desc& want) {
-  if (have.get_desc() == want) return have;
-  memory m(want, engine());
-  dnnl::reorder(have, m).execute(stream(), const_cast<memory&>(have), m);
-  return m;
-}
+memory wrap(const memory::desc& md, const float* p) { return wrap_memory(md, p); }
+memory as_desc(const memory& have, const memory::desc& want) { return reordered(have, want); }
 }  // namespace
 
 Tensor DnnlConv2d::forward(ExecutionContext&, const Tensor& x_in, const Tensor& w, const Tensor& b, bool training) {

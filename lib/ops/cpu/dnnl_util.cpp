@@ -22,6 +22,17 @@ void rethrow_dnnl(const char* what, const dnnl::error& e) {
               std::string(what) + ": oneDNN: " + e.what() + " (status " + std::to_string(static_cast<int>(e.status)) + ")");
 }
 
+dnnl::memory wrap_memory(const dnnl::memory::desc& md, const float* p) {
+  return dnnl::memory(md, engine(), const_cast<float*>(p));
+}
+
+dnnl::memory reordered(const dnnl::memory& have, const dnnl::memory::desc& want) {
+  if (have.get_desc() == want) return have;
+  dnnl::memory m(want, engine());
+  dnnl::reorder(have, m).execute(stream(), const_cast<dnnl::memory&>(have), m);
+  return m;
+}
+
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
            int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;

@@ -22,6 +22,12 @@ auto dnnl_call(const char* what, Fn&& fn) -> decltype(fn()) {
   }
 }
 
+// A oneDNN memory over the f32 buffer `p` (not owned).
+dnnl::memory wrap_memory(const dnnl::memory::desc& md, const float* p);
+// `have` itself when its descriptor is `want`, else a new memory in `want` holding its values
+// (a reorder on the process stream).
+dnnl::memory reordered(const dnnl::memory& have, const dnnl::memory::desc& want);
+
 // Row-major C = alpha * op(A) * op(B) + beta * C via oneDNN's sgemm (A: M x K after op, B: K x N).
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
            int64_t ldb, float beta, float* C, int64_t ldc);

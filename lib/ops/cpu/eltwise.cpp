@@ -27,6 +27,10 @@ Tensor activation_forward(const Tensor& x, const ActivationParams& p) {
 #pragma omp parallel for simd if (n > 65536)
       for (int64_t i = 0; i < n; ++i) b[i] = std::min(std::max(a[i], p.lo), p.hi);
       break;
+    case Activation::tanh:
+#pragma omp parallel for if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) b[i] = std::tanh(a[i]);
+      break;
   }
   return y;
 }
@@ -63,6 +67,10 @@ Tensor activation_backward(const Tensor& saved, const Tensor& gy_in, const Activ
         const float gi = g[i];
         o[i] = (s[i] >= p.lo && s[i] <= p.hi) ? gi : 0.0f;
       }
+      break;
+    case Activation::tanh:
+#pragma omp parallel for simd if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) o[i] = g[i] * (1.0f - s[i] * s[i]);
       break;
   }
   return gx;

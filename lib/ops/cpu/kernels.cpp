@@ -12,6 +12,7 @@ Kernels make_cpu_kernels() {
   Kernels k;
   k.name = "cpu";
   k.make_conv2d = cpu::make_conv2d;
+  k.make_conv3d = cpu::make_conv3d;
   k.batchnorm_inference = [](Ctx&, const Tensor& x, const Tensor& s, const Tensor& b, const Tensor& m, const Tensor& v, float e) {
     return cpu::batchnorm_inference(x, s, b, m, v, e);
   };
@@ -58,6 +59,16 @@ Kernels make_cpu_kernels() {
   k.avgpool_forward = [](Ctx&, const Tensor& x, const Pool2dParams& p) { return cpu::avgpool_forward(x, p); };
   k.avgpool_backward = [](Ctx&, const Shape& xs, const Pool2dParams& p, const Tensor& gy) {
     return cpu::avgpool_backward(xs, p, gy);
+  };
+  k.maxpool3d_forward = [](Ctx&, const Tensor& x, const Pool3dParams& p, MaxPoolSaved* s) {
+    return cpu::maxpool3d_forward(x, p, s);
+  };
+  k.maxpool3d_backward = [](Ctx&, const Shape& xs, const MaxPoolSaved& s, const Tensor& gy) {
+    return cpu::maxpool3d_backward(xs, s, gy);
+  };
+  k.avgpool3d_forward = [](Ctx&, const Tensor& x, const Pool3dParams& p) { return cpu::avgpool3d_forward(x, p); };
+  k.avgpool3d_backward = [](Ctx&, const Shape& xs, const Pool3dParams& p, const Tensor& gy) {
+    return cpu::avgpool3d_backward(xs, p, gy);
   };
   k.global_avgpool_forward = [](Ctx&, const Tensor& x) { return cpu::global_avgpool_forward(x); };
   k.global_avgpool_backward = [](Ctx&, const Tensor& x, const Tensor& gy) { return cpu::global_avgpool_backward(x, gy); };

@@ -12,7 +12,8 @@
 
 namespace hpcnn::ops::cpu {
 
-std::unique_ptr<Conv2dKernel> make_conv2d(const Conv2dParams& p);
+std::unique_ptr<ConvKernel> make_conv2d(const Conv2dParams& p);
+std::unique_ptr<ConvKernel> make_conv3d(const Conv3dParams& p);
 
 Tensor batchnorm_inference(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& mean, const Tensor& var,
                            float epsilon);
@@ -46,6 +47,10 @@ void sparse_fcl_backward(const Tensor& x, const Tensor& A, const Tensor& B, cons
 Tensor maxpool_backward(const Shape& x_shape, const MaxPoolSaved& saved, const Tensor& gy);
 Tensor avgpool_forward(const Tensor& x, const Pool2dParams& p);
 Tensor avgpool_backward(const Shape& x_shape, const Pool2dParams& p, const Tensor& gy);
+Tensor maxpool3d_forward(const Tensor& x, const Pool3dParams& p, MaxPoolSaved* saved);
+Tensor maxpool3d_backward(const Shape& x_shape, const MaxPoolSaved& saved, const Tensor& gy);
+Tensor avgpool3d_forward(const Tensor& x, const Pool3dParams& p);
+Tensor avgpool3d_backward(const Shape& x_shape, const Pool3dParams& p, const Tensor& gy);
 Tensor global_avgpool_forward(const Tensor& x);
 Tensor global_avgpool_backward(const Tensor& x_like, const Tensor& gy);
 
