@@ -130,8 +130,10 @@ Model load_model(const fs::path& path) {
       }
     }
     ::close(fd);
-    if (st.st_size == 0) throw_error(ErrorKind::bad_input, "the file is empty");
-    if (!ok) throw_error(ErrorKind::bad_input, "not a valid ONNX model: protobuf parsing failed (truncated or corrupted file?)");
+    if (st.st_size == 0) throw_error(ErrorKind::bad_input, "'" + path.string() + "' is empty");
+    if (!ok)
+      throw_error(ErrorKind::bad_input,
+                  "'" + path.string() + "' is not a valid ONNX model: protobuf parsing failed (truncated or corrupted file?)");
     if (!m.proto.has_graph() || m.proto.ir_version() <= 0 || m.proto.opset_import_size() == 0)
       throw_error(ErrorKind::bad_input, "not a valid ONNX model: missing graph, IR version or opset imports");
     const int64_t opset = default_opset(m.proto);

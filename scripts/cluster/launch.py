@@ -39,6 +39,8 @@ INSTALLED_BIN = os.path.join(os.path.dirname(REPO), "bin")
 
 
 def default_bin():
+    if os.environ.get("HPCNN_BIN"):  # as scripts/tools.sh: a build's tools/ or an installed bin/
+        return os.environ["HPCNN_BIN"]
     if os.path.isdir(os.path.join(REPO, "build", "tools")) or not os.path.isfile(os.path.join(INSTALLED_BIN, "dist-train")):
         return os.path.join(REPO, "build", "tools")
     return INSTALLED_BIN
@@ -70,7 +72,7 @@ def parse(argv):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dist-train --set override (repeatable)")
     ap.add_argument("--job-dir", help="job folder to write (default: SHARED/NAME-YYYYmmdd-HHMMSS, SHARED the "
                                       "description's 'shared' or ./jobs); must be on the shared file system")
-    ap.add_argument("--bin", default=default_bin(), help="the tools: a build's tools/ or an installed bin/ (default: "
+    ap.add_argument("--bin", default=default_bin(), help="the tools: a build's tools/ or an installed bin/ (default: $HPCNN_BIN, else "
                                                         "build/tools of this source tree, or the bin/ of the prefix it is installed in)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print everything, write and submit nothing")

@@ -9,6 +9,7 @@
 #include "bn/polish.h"
 #include "common/data_options.h"
 #include "common/model_outputs.h"
+#include "common/numbers.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/error.h"
@@ -66,10 +67,10 @@ int main(int argc, char** argv) {
         app.add_option("-o,--output", output, "Write the model with re-estimated statistics here (atomically)")->required();
         hpcnn::tool::add_data_options(app, data);
         app.add_option("--samples", samples, "K: the first K training samples (default: all of them)")
-            ->check(CLI::PositiveNumber)
+            ->check(hpcnn::tool::positive_number)
             ->group("Training data");
         app.add_option("--batch-size", batch_size, "Samples per forward batch (default 256; the statistics do not depend on it)")
-            ->check(CLI::PositiveNumber)
+            ->check(hpcnn::tool::positive_number)
             ->group("Training data");
         app.add_flag("--test-accuracy", test_accuracy,
                      "Also report the test accuracy before and after (the --config's data.test_*)");

@@ -24,4 +24,29 @@ std::vector<double> parse_number_list(const std::string& text, const std::string
   return out;
 }
 
+namespace {
+
+CLI::Validator number_at_least(bool zero_allowed) {
+  const std::string rule = zero_allowed ? ">= 0" : "> 0";
+  return CLI::Validator(
+      [zero_allowed, rule](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not a number";
+        if (zero_allowed ? !(v >= 0) : !(v > 0)) return "must be " + rule + ", got " + text;
+        return {};
+      },
+      zero_allowed ? "NUMBER >= 0" : "NUMBER > 0");
+}
+
+}  // namespace
+
+const CLI::Validator positive_number = number_at_least(false);
+const CLI::Validator non_negative_number = number_at_least(true);
+
 }  // namespace hpcnn::tool

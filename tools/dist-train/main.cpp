@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "common/model_outputs.h"
+#include "common/numbers.h"
 #include "common/outputs.h"
 #include "common/progress.h"
 #include "common/tool.h"
@@ -62,11 +63,11 @@ int main(int argc, char** argv) {
         app.add_option("--model", model, "Override 'model': the ONNX model to train");
         app.add_option("-o,--output", output, "Override 'output': where to write the trained ONNX model");
         app.add_flag("-f,--force", force, "Replace an existing output model");
-        app.add_option("--epochs", epochs, "Override 'epochs'")->check(CLI::PositiveNumber);
-        app.add_option("--batch-size", batch, "Override 'batch_size' (per rank)")->check(CLI::PositiveNumber);
-        app.add_option("--lr", lr, "Override 'lr.base'")->check(CLI::PositiveNumber);
+        app.add_option("--epochs", epochs, "Override 'epochs'")->check(hpcnn::tool::positive_number);
+        app.add_option("--batch-size", batch, "Override 'batch_size' (per rank)")->check(hpcnn::tool::positive_number);
+        app.add_option("--lr", lr, "Override 'lr.base'")->check(hpcnn::tool::positive_number);
         app.add_option("--threads", threads, "Override 'threads' (per rank; 0 = cores / ranks on the node)")
-            ->check(CLI::NonNegativeNumber);
+            ->check(hpcnn::tool::non_negative_number);
         app.add_option("--metrics", metrics, "Override 'metrics': JSON lines, one per epoch");
         app.add_option("--checkpoint", checkpoint, "Override 'checkpoint.path'");
         app.add_option("--set", sets, "Override any key: --set optimizer.type=lars (repeatable; value as JSON or a string)");

@@ -1,5 +1,7 @@
 #include "huffgpu-common/codec_flags.h"
 
+#include "common/numbers.h"
+
 namespace hpcnn::huffgpu {
 
 void add_codec_flags(CLI::App& app, FileJobOptions& o, bool encode_flags) {
@@ -10,7 +12,7 @@ void add_codec_flags(CLI::App& app, FileJobOptions& o, bool encode_flags) {
   auto* keep = app.add_flag_callback(
       "-k,--keep", [] {}, "Keep the input files (the default)");
   app.add_flag("--rm", o.remove_inputs, "Remove each input after its output was written and verified")->excludes(keep);
-  app.add_option("-T,--threads", o.threads, "Threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("-T,--threads", o.threads, "Threads (0: all cores)")->check(hpcnn::tool::non_negative_number);
   app.add_option("--device", o.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--gpu-memory-cap", o.gpu_memory_cap, "GPU memory the CUDA codec may use, e.g. 2G (default: no cap)")
       ->transform(CLI::AsSizeValue(false));

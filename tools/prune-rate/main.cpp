@@ -85,19 +85,21 @@ int main(int argc, char** argv) {
         hpcnn::tool::add_data_options(app, data);
         const std::string dd = "Data-driven thresholds";
         app.add_option("--batches", batches, "Batches of the loss and sensitivity (default 100; fewer if the data end)")
-            ->check(CLI::PositiveNumber)
+            ->check(hpcnn::tool::positive_number)
             ->group(dd);
-        app.add_option("--batch-size", batch_size, "Samples per batch (default 128)")->check(CLI::PositiveNumber)->group(dd);
+        app.add_option("--batch-size", batch_size, "Samples per batch (default 128)")
+            ->check(hpcnn::tool::positive_number)
+            ->group(dd);
         app.add_option("--margin", margin, "Loss margin: th = (L_before (1 + margin) - L) S / N (default 0.1)")
-            ->check(CLI::NonNegativeNumber)
+            ->check(hpcnn::tool::non_negative_number)
             ->group(dd);
         opt_loss_before = app.add_option("--loss-before", loss_before,
                                          "L_before, the loss of the original model (default: the measured L; the loop passes it)")
-                              ->check(CLI::NonNegativeNumber)
+                              ->check(hpcnn::tool::non_negative_number)
                               ->group(dd);
         opt_upper = app.add_option("--upper-bound", upper_bound,
                                    "U, the bound on ||th||_2 (default: its limit U_limit; the loop passes the next U)")
-                        ->check(CLI::PositiveNumber)
+                        ->check(hpcnn::tool::positive_number)
                         ->group(dd);
       },
       [&](const hpcnn::tool::Context&) {

@@ -6,6 +6,7 @@
 
 #include "common/data_options.h"
 #include "common/model_outputs.h"
+#include "common/numbers.h"
 #include "common/outputs.h"
 #include "common/tool.h"
 #include "core/atomic_file.h"
@@ -51,10 +52,10 @@ int main(int argc, char** argv) {
             ->check(CLI::IsMember({"svd", "data", "random"}));
         hpcnn::tool::add_data_options(app, data);
         app.add_option("--batches", batches, "Batches of --init data (default 100)")
-            ->check(CLI::PositiveNumber)
+            ->check(hpcnn::tool::positive_number)
             ->group("Training data");
         app.add_option("--batch-size", batch_size, "Samples per batch (default 128)")
-            ->check(CLI::PositiveNumber)
+            ->check(hpcnn::tool::positive_number)
             ->group("Training data");
         app.add_option("--seed", seed, "Seed of --init random (default 1)");
         app.add_flag("--allow-full-rank", allow_full_rank, "Permit C' = C (k = H*W): no compression, e.g. to check the rewrite");
