@@ -16,69 +16,55 @@ Usage: make_train_models.py OUTDIR [--seed N]
 """
 import argparse
 import os
+import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_builder import GraphBuilder  # noqa: E402
 
 
-class Builder:
+class Builder(GraphBuilder):
+    """He-initialised layers named <op>_<n> (scripts/onnx_builder.py holds the graph)."""
+
     def __init__(self, seed):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.n = [], [], 0
-
-    def name(self, base):
-        self.n += 1
-        return f"{base}_{self.n}"
+        super().__init__(seed=seed)
 
     def init(self, name, arr):
-        self.inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
-        return name
+        return super().init(name, np.asarray(arr).astype(np.float32))
 
     def conv(self, x, cin, cout, k, stride=1, pad=None, bias=False):
         pad = k // 2 if pad is None else pad
-        n = self.name("conv")
+        n = self.name("conv", "_")
         w = self.rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))
         ins = [x, self.init(n + ".weight", w)]
         if bias:
             ins.append(self.init(n + ".bias", np.zeros(cout)))
-        y = n + ".out"
-        self.nodes.append(helper.make_node("Conv", ins, [y], name=n, kernel_shape=[k, k], strides=[stride, stride],
-                                           pads=[pad] * 4))
-        return y
+        return self.add_node("Conv", ins, [n + ".out"], name=n, kernel_shape=[k, k], strides=[stride, stride],
+                             pads=[pad] * 4)
 
     def bn(self, x, c):
-        n = self.name("bn")
+        n = self.name("bn", "_")
         ins = [x, self.init(n + ".weight", np.ones(c)), self.init(n + ".bias", np.zeros(c)),
                self.init(n + ".running_mean", np.zeros(c)), self.init(n + ".running_var", np.ones(c))]
-        y = n + ".out"
-        self.nodes.append(helper.make_node("BatchNormalization", ins, [y], name=n, epsilon=1e-5, momentum=0.9))
-        return y
+        return self.add_node("BatchNormalization", ins, [n + ".out"], name=n, epsilon=1e-5, momentum=0.9)
 
     def op(self, op, ins, **attrs):
-        n = self.name(op.lower())
-        y = n + ".out"
-        self.nodes.append(helper.make_node(op, ins, [y], name=n, **attrs))
-        return y
+        n = self.name(op.lower(), "_")
+        return self.add_node(op, ins, [n + ".out"], name=n, **attrs)
 
     def fc(self, x, cin, cout):
-        n = self.name("fc")
+        n = self.name("fc", "_")
         bound = 1.0 / np.sqrt(cin)
         w = self.rng.uniform(-bound, bound, (cout, cin)) * np.sqrt(6.0) / np.sqrt(2.0)  # Kaiming uniform (ReLU)
         b = self.rng.uniform(-bound, bound, cout)
-        y = n + ".out"
-        self.nodes.append(helper.make_node("Gemm", [x, self.init(n + ".weight", w), self.init(n + ".bias", b)], [y],
-                                           name=n, transB=1))
-        return y
+        return self.add_node("Gemm", [x, self.init(n + ".weight", w), self.init(n + ".bias", b)], [n + ".out"], name=n,
+                             transB=1)
 
     def model(self, out, name):
-        g = helper.make_graph(self.nodes, name,
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 28, 28])],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N", 10])], self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="hpcnn make_train_models.py")
-        m.ir_version = 8
-        onnx.checker.check_model(m, full_check=True)
-        return m
+        return self.build([("input", ["N", 1, 28, 28])], [(out, ["N", 10])], opset=13, ir_version=8, graph_name=name,
+                          producer="hpcnn make_train_models.py", full_check=True)
 
 
 def cnn(seed):

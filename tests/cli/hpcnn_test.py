@@ -4,11 +4,15 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from onnx_builder import GraphBuilder  # noqa: E402
 
 BIN_DIR = os.environ.get("HPCNN_BIN_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
 FIXTURE_DIR = os.environ.get("HPCNN_FIXTURE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "fixtures"))
@@ -110,25 +114,20 @@ def count_macs(model):
 
 
 # ---- model building --------------------------------------------------------------------------
-class Builder:
-    """Small CNN graphs with seeded weights whose filter scales differ (so L1 norms differ)."""
+class Builder(GraphBuilder):
+    """Small CNN graphs with seeded weights whose filter scales differ (so L1 norms differ); values
+    named <kind><n> (scripts/onnx_builder.py holds the graph). weights_as="constant": float weights
+    as Constant nodes instead of initializers."""
 
     def __init__(self, seed=0, weights_as="initializer"):
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.n = [], [], 0
+        super().__init__(seed=seed)
         self.weights_as = weights_as
-
-    def name(self, prefix):
-        self.n += 1
-        return f"{prefix}{self.n}"
 
     def const(self, name, arr):
         arr = np.asarray(arr)
         if self.weights_as == "constant" and arr.dtype == np.float32:
-            self.nodes.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(arr, name)))
-        else:
-            self.inits.append(numpy_helper.from_array(arr, name))
-        return name
+            return self.constant(name, arr)
+        return self.init(name, arr)
 
     def weight(self, shape, out_axis=0):
         w = self.rng.standard_normal(shape).astype(np.float32)
@@ -143,48 +142,33 @@ class Builder:
         ins = [x, w]
         if bias:
             ins.append(self.const(name + ".bias", (self.rng.standard_normal(cout) * 0.1).astype(np.float32)))
-        self.nodes.append(helper.make_node("Conv", ins, [name], name=name, pads=[k // 2] * 4, group=group))
-        return name
+        return self.add_node("Conv", ins, [name], name=name, pads=[k // 2] * 4, group=group)
 
     def bn(self, x, c):
         name = self.name("bn")
         p = [self.const(f"{name}.{k}", v.astype(np.float32)) for k, v in (
             ("scale", self.rng.uniform(0.5, 1.5, c)), ("bias", self.rng.standard_normal(c) * 0.1),
             ("mean", self.rng.standard_normal(c) * 0.1), ("var", self.rng.uniform(0.5, 1.5, c)))]
-        self.nodes.append(helper.make_node("BatchNormalization", [x] + p, [name], name=name))
-        return name
+        return self.add_node("BatchNormalization", [x] + p, [name], name=name)
 
     def op(self, op, inputs, **attrs):
         name = self.name(op.lower())
-        self.nodes.append(helper.make_node(op, list(inputs), [name], name=name, **attrs))
-        return name
+        return self.add_node(op, inputs, [name], name=name, **attrs)
 
     def gemm(self, x, k, n, trans_b=1, name=None):
         name = name or self.name("fc")
         w = self.weight((n, k), 0) if trans_b else self.weight((k, n), 1)
         b = self.const(name + ".bias", (self.rng.standard_normal(n) * 0.1).astype(np.float32))
-        self.nodes.append(helper.make_node("Gemm", [x, self.const(name + ".weight", w), b], [name], name=name, transB=trans_b))
-        return name
+        return self.add_node("Gemm", [x, self.const(name + ".weight", w), b], [name], name=name, transB=trans_b)
 
     def matmul(self, x, k, n, name=None):
         name = name or self.name("mm")
         w = self.const(name + ".weight", self.weight((k, n), 1))
-        self.nodes.append(helper.make_node("MatMul", [x, w], [name], name=name))
-        return name
+        return self.add_node("MatMul", [x, w], [name], name=name)
 
     def model(self, out, in_shape, opset=13, ir=8, inits_as_inputs=False):
-        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)
-        y = helper.make_tensor_value_info(out, TensorProto.FLOAT, None)
-        inputs = [x]
-        if inits_as_inputs:
-            inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in self.inits]
-        g = helper.make_graph(self.nodes, "g", inputs, [y], initializer=self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-        m.ir_version = ir
-        inferred = onnx.shape_inference.infer_shapes(m)
-        m.graph.output[0].CopyFrom(inferred.graph.output[0])
-        onnx.checker.check_model(m)
-        return m
+        return self.build([("x", in_shape)], [(out, None)], opset, ir_version=ir, inits_as_inputs=inits_as_inputs,
+                          infer_outputs=True)
 
 
 def weights_of(model):
