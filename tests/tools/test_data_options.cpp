@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/data_options.h"
+#include "common/numbers.h"
 #include "core/error.h"
 #include "error_check.h"
 
@@ -58,4 +59,25 @@ TEST_CASE("training data from --data/--labels/--mean/--std or from a dist-train 
   std::ofstream(cfg) << R"({"data": {"train_images": "t.idx"}, "optimiser": {}})";
   CHECK(parse({"--config", cfg.string()}).data.train_images == "t.idx");
   std::filesystem::remove(cfg);
+}
+
+TEST_CASE("flags checked > 0 or >= 0 say what they need and what they got", "[tools]") {
+  const auto message = [](const CLI::Validator& check, std::string value) {
+    CLI::App app;
+    double v = 0;
+    app.add_option("--n", v)->check(check);
+    std::vector<std::string> args{value, "--n"};  // CLI11 parses a reversed vector
+    try {
+      app.parse(args);
+    } catch (const CLI::ValidationError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted ") + std::to_string(v);
+  };
+  CHECK(message(tool::positive_number, "0") == "--n: must be > 0, got 0");
+  CHECK(message(tool::positive_number, "1e-300") == "accepted 0.000000");
+  CHECK(message(tool::positive_number, "2x") == "--n: '2x' is not a number");
+  CHECK(message(tool::non_negative_number, "0") == "accepted 0.000000");
+  CHECK(message(tool::non_negative_number, "-1") == "--n: must be >= 0, got -1");
+  CHECK(message(tool::non_negative_number, "nan") == "--n: must be >= 0, got nan");
 }
