@@ -116,6 +116,7 @@ def normalised(images, mean, std):
 
 
 def onnxruntime_accuracy(model, cfg, bin_dir):
+    """(test accuracy in onnxruntime, None), or (None, why the check was skipped)."""
     images, labels = read_images(cfg["data"]["test_images"], bin_dir)
     if labels is None:
         labels = read_labels(cfg["data"]["test_labels"], bin_dir)

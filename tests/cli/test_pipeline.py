@@ -247,7 +247,8 @@ def test_report_reads_every_data_format_the_tools_read(tmp_path, fmt):
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     ours = json.loads(p.stdout.strip().splitlines()[-1])["test_accuracy"]
-    theirs = report.onnxruntime_accuracy(model, cfg, H.BIN_DIR)
+    theirs, skipped_why = report.onnxruntime_accuracy(model, cfg, H.BIN_DIR)
+    assert skipped_why is None, skipped_why
     assert ours >= 0.98 and theirs >= 0.98, (fmt, ours, theirs)
 
 
