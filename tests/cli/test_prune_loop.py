@@ -88,7 +88,8 @@ def test_bad_arguments(tmp_path):
     tiny_cnn(tmp_path / "tiny.onnx")
     for args, text in (([], "usage"), (["--config", tmp_path / "none.json", "--out", tmp_path / "o"], "no configuration"),
                        (["--config", tmp_path / "tiny.onnx", "--out", tmp_path / "o", "--iterations", "0"], "positive")):
-        p = subprocess.run([PY, LOOP, tmp_path / "tiny.onnx", *map(str, args)], capture_output=True, text=True)
+        p = subprocess.run([PY, LOOP, tmp_path / "tiny.onnx", *map(str, args)], capture_output=True, text=True,
+                           env=dict(os.environ, HPCNN_BIN=H.BIN_DIR))
         assert p.returncode != 0 and text in p.stderr, p.stderr
 
 
