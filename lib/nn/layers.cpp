@@ -114,6 +114,17 @@ std::string auto_pad_attr(const onnx::NodeProto& node) {
   return s;
 }
 
+// The window attributes of a Conv or pooling node with N spatial dims into `p`: kernel_shape
+// (`kernel_fallback` per axis when absent), strides, dilations, pads, auto_pad.
+template <size_t N, class WindowParams>
+void read_window(const onnx::NodeProto& node, int64_t kernel_fallback, WindowParams& p) {
+  p.kernel = spatial_attr<N>(node, "kernel_shape", kernel_fallback);
+  p.stride = spatial_attr<N>(node, "strides", 1);
+  p.dilation = spatial_attr<N>(node, "dilations", 1);
+  p.pads = pads_attr<N>(node);
+  p.auto_pad = auto_pad_attr(node);
+}
+
 void need_outputs(const onnx::NodeProto& node, int max_used) {
   for (int i = max_used; i < node.output_size(); ++i)
     if (!node.output(i).empty())
@@ -137,24 +148,9 @@ class ConvLayer : public Layer {
       nd_ = w->t.rank() - 2;
     }
     if (nd_) check_spatial_rank(node, nd_);
-    const int64_t group = attr_int(node, "group", 1);
-    const std::string auto_pad = auto_pad_attr(node);
-    if (nd_ != 3) {
-      p2_.group = group;
-      p2_.kernel = spatial_attr<2>(node, "kernel_shape", 0);
-      p2_.stride = spatial_attr<2>(node, "strides", 1);
-      p2_.dilation = spatial_attr<2>(node, "dilations", 1);
-      p2_.pads = pads_attr<2>(node);
-      p2_.auto_pad = auto_pad;
-    }
-    if (nd_ != 2) {
-      p3_.group = group;
-      p3_.kernel = spatial_attr<3>(node, "kernel_shape", 0);
-      p3_.stride = spatial_attr<3>(node, "strides", 1);
-      p3_.dilation = spatial_attr<3>(node, "dilations", 1);
-      p3_.pads = pads_attr<3>(node);
-      p3_.auto_pad = auto_pad;
-    }
+    p2_.group = p3_.group = attr_int(node, "group", 1);
+    if (nd_ != 3) read_window<2>(node, 0, p2_);
+    if (nd_ != 2) read_window<3>(node, 0, p3_);
   }
   void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext& ctx) override {
     const Tensor& x = tensor_in(in, 0, "Conv");
@@ -338,19 +334,11 @@ class PoolLayer : public Layer {
     is_3d_ = attr_ints(node, "kernel_shape").size() == 3;
     const bool ceil_mode = attr_int(node, "ceil_mode", 0) != 0, count_include_pad = attr_int(node, "count_include_pad", 0) != 0;
     if (is_3d_) {
-      p3_.kernel = spatial_attr<3>(node, "kernel_shape", 1);
-      p3_.stride = spatial_attr<3>(node, "strides", 1);
-      p3_.dilation = spatial_attr<3>(node, "dilations", 1);
-      p3_.pads = pads_attr<3>(node);
-      p3_.auto_pad = auto_pad_attr(node);
+      read_window<3>(node, 1, p3_);
       p3_.ceil_mode = ceil_mode;
       p3_.count_include_pad = count_include_pad;
     } else {
-      p_.kernel = spatial_attr<2>(node, "kernel_shape", 1);
-      p_.stride = spatial_attr<2>(node, "strides", 1);
-      p_.dilation = spatial_attr<2>(node, "dilations", 1);
-      p_.pads = pads_attr<2>(node);
-      p_.auto_pad = auto_pad_attr(node);
+      read_window<2>(node, 1, p_);
       p_.ceil_mode = ceil_mode;
       p_.count_include_pad = count_include_pad;
     }

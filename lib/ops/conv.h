@@ -3,7 +3,7 @@
 // 2-D (Conv2d):
 // x: [N, C, H, W] (nhwc or plain), w: [M, C/group, kH, kW] plain, b: [M] or undefined.
 // y: [N, M, OH, OW] nhwc, OH = floor((H + pad_top + pad_bottom - ((kH-1)*dilation+1)) / stride) + 1.
-// Padding is explicit here (auto_pad is resolved by conv_resolve_pads). Depthwise and grouped
+// Padding is explicit here (auto_pad is resolved by resolve_pads). Depthwise and grouped
 // convolutions (group > 1) included. CPU twin: oneDNN's convolution primitives (direct
 // algorithm, weights reordered to the layout the primitive picks). No CUDA twin yet: no build
 // registers CUDA kernels for the engine (ops/kernels.h), so a tensor on a CUDA device fails with
@@ -34,8 +34,14 @@ struct Conv2dParams {
   std::string auto_pad = "NOTSET";          // NOTSET, SAME_UPPER, SAME_LOWER, VALID
 };
 
-// Pads for input size (H, W) under p.auto_pad (returns p.pads for NOTSET, zeros for VALID).
-std::array<int64_t, 4> conv_resolve_pads(const Conv2dParams& p, int64_t H, int64_t W, int64_t kH, int64_t kW);
+// The pads of a window (Conv or pooling) with N spatial axes for input sizes `in` and kernel
+// `kernel` under `auto_pad`: `pads` for NOTSET, zeros for VALID, else the SAME padding (the odd
+// one at the end for SAME_UPPER, at the beginning for SAME_LOWER). ONNX order: the N begins,
+// then the N ends. Defined for N = 2 and 3.
+template <size_t N>
+std::array<int64_t, 2 * N> resolve_pads(const std::string& auto_pad, const std::array<int64_t, 2 * N>& pads,
+                                        const std::array<int64_t, N>& in, const std::array<int64_t, N>& kernel,
+                                        const std::array<int64_t, N>& stride, const std::array<int64_t, N>& dilation);
 int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t pad_end);
 
 class ConvKernel;
@@ -66,11 +72,6 @@ struct Conv3dParams {
   std::array<int64_t, 6> pads{0, 0, 0, 0, 0, 0};  // ONNX order: D, H, W begins, then D, H, W ends
   std::string auto_pad = "NOTSET";                // NOTSET, SAME_UPPER, SAME_LOWER, VALID
 };
-
-// Pads for input size `in` (D, H, W) and kernel `k` under p.auto_pad (p.pads for NOTSET, zeros
-// for VALID; SAME_UPPER puts the odd one at the end, SAME_LOWER at the beginning).
-std::array<int64_t, 6> conv3d_resolve_pads(const Conv3dParams& p, const std::array<int64_t, 3>& in,
-                                           const std::array<int64_t, 3>& k);
 
 // One per 3-D Conv node, as Conv2d.
 class Conv3d {

@@ -17,35 +17,29 @@ int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, i
   return span / stride + 1;
 }
 
-std::array<int64_t, 4> conv_resolve_pads(const Conv2dParams& p, int64_t H, int64_t W, int64_t kH, int64_t kW) {
-  if (p.auto_pad == "NOTSET" || p.auto_pad.empty()) return p.pads;
-  if (p.auto_pad == "VALID") return {0, 0, 0, 0};
-  std::array<int64_t, 4> pads{};
-  const int64_t in[2] = {H, W}, k[2] = {kH, kW};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t out = (in[i] + p.stride[i] - 1) / p.stride[i];
-    const int64_t total = std::max<int64_t>(0, (out - 1) * p.stride[i] + (k[i] - 1) * p.dilation[i] + 1 - in[i]);
+template <size_t N>
+std::array<int64_t, 2 * N> resolve_pads(const std::string& auto_pad, const std::array<int64_t, 2 * N>& pads,
+                                        const std::array<int64_t, N>& in, const std::array<int64_t, N>& kernel,
+                                        const std::array<int64_t, N>& stride, const std::array<int64_t, N>& dilation) {
+  if (auto_pad == "NOTSET" || auto_pad.empty()) return pads;
+  std::array<int64_t, 2 * N> same{};
+  if (auto_pad == "VALID") return same;
+  for (size_t i = 0; i < N; ++i) {
+    const int64_t out = (in[i] + stride[i] - 1) / stride[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 - in[i]);
     const int64_t small = total / 2, large = total - small;
-    pads[i] = p.auto_pad == "SAME_LOWER" ? large : small;
-    pads[i + 2] = total - pads[i];
+    same[i] = auto_pad == "SAME_LOWER" ? large : small;
+    same[i + N] = total - same[i];
   }
-  return pads;
+  return same;
 }
 
-std::array<int64_t, 6> conv3d_resolve_pads(const Conv3dParams& p, const std::array<int64_t, 3>& in,
-                                           const std::array<int64_t, 3>& k) {
-  if (p.auto_pad == "NOTSET" || p.auto_pad.empty()) return p.pads;
-  if (p.auto_pad == "VALID") return {0, 0, 0, 0, 0, 0};
-  std::array<int64_t, 6> pads{};
-  for (int i = 0; i < 3; ++i) {
-    const int64_t out = (in[i] + p.stride[i] - 1) / p.stride[i];
-    const int64_t total = std::max<int64_t>(0, (out - 1) * p.stride[i] + (k[i] - 1) * p.dilation[i] + 1 - in[i]);
-    const int64_t small = total / 2, large = total - small;
-    pads[i] = p.auto_pad == "SAME_LOWER" ? large : small;
-    pads[i + 3] = total - pads[i];
-  }
-  return pads;
-}
+template std::array<int64_t, 4> resolve_pads<2>(const std::string&, const std::array<int64_t, 4>&, const std::array<int64_t, 2>&,
+                                                const std::array<int64_t, 2>&, const std::array<int64_t, 2>&,
+                                                const std::array<int64_t, 2>&);
+template std::array<int64_t, 6> resolve_pads<3>(const std::string&, const std::array<int64_t, 6>&, const std::array<int64_t, 3>&,
+                                                const std::array<int64_t, 3>&, const std::array<int64_t, 3>&,
+                                                const std::array<int64_t, 3>&);
 
 Shape broadcast_shape(const Shape& a, const Shape& b) {
   const size_t r = std::max(a.size(), b.size());

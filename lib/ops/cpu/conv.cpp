@@ -71,7 +71,7 @@ Tensor DnnlConv2d::forward(ExecutionContext&, const Tensor& x_in, const Tensor& 
     s->x_shape = x.shape();
     s->w_shape = w.shape();
     s->has_bias = b.defined();
-    const auto pads = conv_resolve_pads(p_, H, W, kH, kW);
+    const auto pads = resolve_pads<2>(p_.auto_pad, p_.pads, {H, W}, {kH, kW}, p_.stride, p_.dilation);
     const int64_t OH = conv_out_size(H, kH, p_.stride[0], p_.dilation[0], pads[0], pads[2]);
     const int64_t OW = conv_out_size(W, kW, p_.stride[1], p_.dilation[1], pads[1], pads[3]);
     if (OH <= 0 || OW <= 0)

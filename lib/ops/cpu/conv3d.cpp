@@ -49,7 +49,7 @@ void DnnlConv3d::plan(const Tensor& x, const Tensor& w, const Tensor& b, bool tr
   s->x_shape = x.shape();
   s->w_shape = w.shape();
   s->has_bias = b.defined();
-  const auto pads = conv3d_resolve_pads(p_, in, k);
+  const auto pads = resolve_pads<3>(p_.auto_pad, p_.pads, in, k, p_.stride, p_.dilation);
   s->y_shape = {N, M};
   for (int i = 0; i < 3; ++i) {
     const int64_t o = conv_out_size(in[i], k[i], p_.stride[i], p_.dilation[i], pads[i], pads[i + 3]);

@@ -21,12 +21,7 @@ Geometry geometry(const Shape& xs, const Pool2dParams& p, const char* op) {
     throw_error(ErrorKind::unsupported,
                 std::string(op) + " of a " + std::to_string(xs.size()) + "-D input: only 2-D pooling is supported");
   Geometry g{xs[0], xs[1], xs[2], xs[3], 0, 0, p.pads};
-  Conv2dParams cp;
-  cp.stride = p.stride;
-  cp.dilation = p.dilation;
-  cp.pads = p.pads;
-  cp.auto_pad = p.auto_pad;
-  g.pads = conv_resolve_pads(cp, g.H, g.W, p.kernel[0], p.kernel[1]);
+  g.pads = resolve_pads<2>(p.auto_pad, p.pads, {g.H, g.W}, p.kernel, p.stride, p.dilation);
   const int64_t in[2] = {g.H, g.W};
   int64_t out[2];
   for (int i = 0; i < 2; ++i) {

@@ -26,12 +26,7 @@ Geometry geometry(const Shape& xs, const Pool3dParams& p, const char* op) {
   Geometry g{xs[0], xs[1], {xs[2], xs[3], xs[4]}, {}, p.pads};
   if (g.in_volume() > std::numeric_limits<int32_t>::max())
     throw_error(ErrorKind::unsupported, std::string(op) + " of a volume over 2^31 elements " + shape_to_string(xs));
-  Conv3dParams cp;
-  cp.stride = p.stride;
-  cp.dilation = p.dilation;
-  cp.pads = p.pads;
-  cp.auto_pad = p.auto_pad;
-  g.pads = conv3d_resolve_pads(cp, g.in, p.kernel);
+  g.pads = resolve_pads<3>(p.auto_pad, p.pads, g.in, p.kernel, p.stride, p.dilation);
   for (int i = 0; i < 3; ++i) {
     const int64_t ek = (p.kernel[i] - 1) * p.dilation[i] + 1;
     const int64_t span = g.in[i] + g.pads[i] + g.pads[i + 3] - ek;
