@@ -4,7 +4,8 @@
 // tools/sparsify-fcl/README.md).
 //
 // The dense layer: y[o] = sum_{c, s} W[o, c*HW + s] * x[c, s] + b[o], for an input of C channels
-// and HW = H*W positions flattened channel-major (ONNX Flatten / Reshape of NCHW), O outputs.
+// and HW = H*W positions flattened channel-major (ONNX Flatten / Reshape of NCHW), O outputs; for
+// a 3-D convolution's NCDHW map HW stands for the D*H*W positions (the algebra is the same).
 //
 // Channel structure (rank r = c', the channels kept): a 1x1 convolution A [r, C] shared over the
 // positions, then a dense layer B [O, r*HW]:  W[o, c*HW + s] ~ sum_k B[o, k*HW + s] * A[k, c].

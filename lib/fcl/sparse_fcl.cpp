@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -24,12 +25,27 @@ using onnxu::Dims;
 // The matched layer.
 struct Site {
   int flatten = -1, fc = -1, conv = -1;
-  std::string x;  // the 4-D input of the flatten
-  int64_t C = 0, H = 0, W = 0, O = 0;
+  std::string x;  // the input of the flatten: [N, C, H, W] or [N, C, D, H, W]
+  int64_t C = 0, O = 0;
+  Dims spatial;  // [H, W] or [D, H, W]
   ConstantRef weight;
   bool weight_out_major = true;  // [O, F] (Gemm transB 1); else [F, O]
   bool has_bias = false;
 };
+
+// Positions of a feature map: H*W or D*H*W.
+int64_t positions(const Site& s) {
+  int64_t p = 1;
+  for (int64_t d : s.spatial) p *= d;
+  return p;
+}
+
+// "4x4x4" (D x H x W) or "7x7" (H x W).
+std::string spatial_string(const Dims& spatial) {
+  std::string out;
+  for (int64_t d : spatial) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
 
 std::string node_name(const onnxu::GraphView& v, int n) {
   const auto& nd = v.node(n);
@@ -52,6 +68,19 @@ const Dims* shape_of(const onnxu::ShapeMap& shapes, const std::string& v) {
   return it == shapes.end() ? nullptr : &it->second;
 }
 
+// C*H*W (C*D*H*W) of a known [N, C, H, W] ([N, C, D, H, W]) shape; none for another rank, an
+// unknown or non-positive size, or a product beyond 2^40 (a corrupt shape: no weight is that large).
+std::optional<int64_t> flattened_features(const Dims& in) {
+  constexpr int64_t kMaxFeatures = int64_t{1} << 40;
+  if (in.size() != 4 && in.size() != 5) return std::nullopt;
+  int64_t f = 1;
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i] <= 0 || in[i] > kMaxFeatures / f) return std::nullopt;
+    f *= in[i];
+  }
+  return f;
+}
+
 // Why flatten node n does not start the pattern ("" when it does; then `site` is filled).
 std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int n, Site& site) {
   const auto& nd = v.node(n);
@@ -63,10 +92,11 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
   }
   const Dims* in = shape_of(shapes, nd.input(0));
   const Dims* out = shape_of(shapes, nd.output(0));
-  if (!in || in->size() != 4 || std::any_of(in->begin() + 1, in->end(), [](int64_t d) { return d <= 0; }))
-    return who + " does not read a 4-D [N, C, H, W] tensor of known C, H, W";
-  const int64_t F = (*in)[1] * (*in)[2] * (*in)[3];
-  if (!out || out->size() != 2 || (*out)[1] != F) return who + " is not a flatten to [N, C*H*W]";
+  const std::optional<int64_t> features = in ? flattened_features(*in) : std::nullopt;
+  if (!features) return who + " does not read a 4-D [N, C, H, W] or 5-D [N, C, D, H, W] tensor of known C and spatial sizes";
+  const int64_t F = *features;
+  const std::string flat = in->size() == 4 ? "[N, C*H*W]" : "[N, C*D*H*W]";
+  if (!out || out->size() != 2 || (*out)[1] != F) return who + " is not a flatten to " + flat;
   if (nd.op_type() == "Reshape") {
     auto t = onnxu::constant_int64s(v, nd.input(1));
     if (!t || t->size() != 2) return who + " has a shape input that is not a constant of 2 entries";
@@ -133,8 +163,7 @@ std::string match(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, int 
   site.conv = conv;
   site.x = x;
   site.C = (*in)[1];
-  site.H = (*in)[2];
-  site.W = (*in)[3];
+  site.spatial.assign(in->begin() + 2, in->end());
   site.O = w->dims[out_major ? 0 : 1];
   site.weight = *w;
   site.weight_out_major = out_major;
@@ -183,9 +212,9 @@ Site find_site(const onnxu::GraphView& v, const onnxu::ShapeMap& shapes, const s
   return *found;
 }
 
-// The dense weight as W[o, c*HW + s] in double.
+// The dense weight as W[o, c*P + s] in double (P positions, s the flattened position).
 std::vector<double> read_weight(const onnxu::GraphView& v, const Site& s) {
-  const int64_t F = s.C * s.H * s.W;
+  const int64_t F = s.C * positions(s);
   std::vector<double> raw;
   if (s.weight.kind == ConstantRef::Kind::initializer) {
     for (const auto& t : v.graph().initializer())
@@ -222,16 +251,16 @@ onnx::TensorProto float_tensor(const std::string& name, const Dims& dims, const 
   return t;
 }
 
-int64_t dense_params(const Site& s) { return s.O * s.C * s.H * s.W + (s.has_bias ? s.O : 0); }
+int64_t dense_params(const Site& s) { return s.O * s.C * positions(s) + (s.has_bias ? s.O : 0); }
 
 // Parameters of the replacement (reduction conv with its bias, and the new FC weight and bias).
 int64_t sparse_params(const Site& s, Structure st, int64_t r) {
-  const int64_t HW = s.H * s.W, bias = s.has_bias ? s.O : 0;
+  const int64_t HW = positions(s), bias = s.has_bias ? s.O : 0;
   return st == Structure::channel ? r * s.C + r + s.O * r * HW + bias : s.C * r * HW + s.C * r + s.O * s.C * r + bias;
 }
 
 int64_t choose_rank(const Site& s, const SparsifyOptions& o) {
-  const int64_t max = o.structure == Structure::channel ? s.C : s.H * s.W;
+  const int64_t max = o.structure == Structure::channel ? s.C : positions(s);
   const char* what = o.structure == Structure::channel ? "--channels" : "--spatial-width";
   int64_t r = 0;
   if (o.structure == Structure::channel ? o.channels.has_value() : o.spatial_width.has_value()) {
@@ -250,15 +279,26 @@ int64_t choose_rank(const Site& s, const SparsifyOptions& o) {
               std::to_string(static_cast<double>(dense_params(s)) / static_cast<double>(sparse_params(s, o.structure, 1))) + "x");
   }
   if (o.structure == Structure::spatial && max == 1)
-    throw_error(ErrorKind::usage,
-                "the feature map before the flatten is 1x1 (global pooling): the spatial structure has no "
-                "positions to combine; use --structure channel (a rank-c' factorisation of the FC)");
+    throw_error(ErrorKind::usage, "the feature map before the flatten is " + spatial_string(s.spatial) +
+                                      " (global pooling): the spatial structure has no "
+                                      "positions to combine; use --structure channel (a rank-c' factorisation of the FC)");
   if (r < 1 || r > max)
     throw_error(ErrorKind::usage, std::string(what) + " " + std::to_string(r) + " must lie in [1, " + std::to_string(max) + "]");
   if (r == max && !o.allow_full_rank)
     throw_error(ErrorKind::usage, std::string(what) + " " + std::to_string(r) + " keeps the full rank (" + std::to_string(max) +
                                       "): no compression; --allow-full-rank permits it (e.g. to check the rewrite)");
   return r;
+}
+
+// The report's `layer` object; `depth` only for a 5-D feature map.
+json layer_json(const Site& s, const std::string& name, const std::string& op, const std::string& flatten,
+                const std::string& conv) {
+  json j = {{"name", name}, {"op", op}, {"weight", s.weight.name}, {"flatten", flatten}, {"last_conv", conv}, {"channels", s.C}};
+  if (s.spatial.size() == 3) j["depth"] = s.spatial[0];
+  j["height"] = s.spatial[s.spatial.size() - 2];
+  j["width"] = s.spatial.back();
+  j["outputs"] = s.O;
+  return j;
 }
 
 double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
@@ -291,10 +331,10 @@ json run_sparsify(const SparsifyOptions& o) {
     const onnxu::Costs before = onnxu::count_costs(g, shapes);
     const Site s = find_site(g, shapes, o.layer);
     const int64_t r = choose_rank(s, o);
-    const int64_t HW = s.H * s.W;
+    const int64_t HW = positions(s);
     const std::string fc_name = node_name(g, s.fc);
-    spdlog::info("layer '{}': {} channels x {}x{} -> {} outputs; {} structure, rank {}", fc_name, s.C, s.H, s.W, s.O,
-                 o.structure == Structure::channel ? "channel" : "spatial", r);
+    spdlog::info("layer '{}': {} channels x {} -> {} outputs; {} structure, rank {}", fc_name, s.C, spatial_string(s.spatial),
+                 s.O, o.structure == Structure::channel ? "channel" : "spatial", r);
 
     const std::vector<double> W = read_weight(g, s);
     std::vector<double> reduce_w, fc_w, approx;
@@ -304,6 +344,9 @@ json run_sparsify(const SparsifyOptions& o) {
     json data_info;
     if (o.init == Init::data) {
       if (!o.input_moment) throw_error(ErrorKind::usage, "--init data needs training data (--config or --data)");
+      if (s.spatial.size() != 2)
+        throw_error(ErrorKind::unsupported, "--init data measures 4-D [N, C, H, W] feature maps only; '" + s.x + "', read by " +
+                                                g.describe(s.flatten) + ", is 5-D [N, C, D, H, W]: use --init svd or random");
       std::tie(sigma, data_info) = o.input_moment(s.x, s.C);
     }
     if (o.structure == Structure::channel) {
@@ -311,14 +354,16 @@ json run_sparsify(const SparsifyOptions& o) {
       approx = compose(f, s.O, s.C, HW, r);
       reduce_w = std::move(f.A);
       fc_w = std::move(f.B);
-      reduce_dims = {r, s.C, 1, 1};
+      reduce_dims = {r, s.C};
+      reduce_dims.insert(reduce_dims.end(), s.spatial.size(), 1);
       reduced_features = r * HW;
     } else {
       SpatialFactors f = factor_spatial(W, s.O, s.C, HW, r, o.init, o.seed);
       approx = compose(f, s.O, s.C, HW, r);
       reduce_w = std::move(f.Q);
       fc_w = std::move(f.P);
-      reduce_dims = {s.C * r, 1, s.H, s.W};
+      reduce_dims = {s.C * r, 1};
+      reduce_dims.insert(reduce_dims.end(), s.spatial.begin(), s.spatial.end());
       reduced_features = s.C * r;
     }
     const double init_error = relative_error(W, approx);
@@ -344,9 +389,9 @@ json run_sparsify(const SparsifyOptions& o) {
       for (int64_t x : v) a->add_ints(x);
     };
     if (o.structure == Structure::channel) {
-      ints("kernel_shape", {1, 1});
+      ints("kernel_shape", std::vector<int64_t>(s.spatial.size(), 1));
     } else {
-      ints("kernel_shape", {s.H, s.W});
+      ints("kernel_shape", s.spatial);
       auto* a = conv.add_attribute();
       a->set_name("group");
       a->set_type(onnx::AttributeProto::INT);
@@ -358,7 +403,7 @@ json run_sparsify(const SparsifyOptions& o) {
     g.set_input(flatten, 0, reduced);
     const std::string flat_out = g.node(flatten).output(0), flatten_name = node_name(g, flatten);
     const std::string fc_op = g.node(fc).op_type(), conv_name = node_name(g, last_conv);
-    // A Reshape target naming C*H*W: a fresh constant with the reduced count (the old one stays
+    // A Reshape target naming C*H*W (C*D*H*W): a fresh constant with the reduced count (the old one stays
     // for its other readers, or goes when none is left).
     std::vector<std::string> changed{flat_out};
     if (g.node(flatten).op_type() == "Reshape") {
@@ -414,16 +459,7 @@ json run_sparsify(const SparsifyOptions& o) {
         o.structure == Structure::channel ? r * s.C * HW + s.O * r * HW : s.C * r * HW + s.O * s.C * r;
     report = {{"model", o.model.string()},
               {"output", o.output ? json(o.output->string()) : json(nullptr)},
-              {"layer",
-               {{"name", fc_name},
-                {"op", fc_op},
-                {"weight", s.weight.name},
-                {"flatten", flatten_name},
-                {"last_conv", conv_name},
-                {"channels", s.C},
-                {"height", s.H},
-                {"width", s.W},
-                {"outputs", s.O}}},
+              {"layer", layer_json(s, fc_name, fc_op, flatten_name, conv_name)},
               {"structure", o.structure == Structure::channel ? "channel" : "spatial"},
               {"rank", r},
               {"init", o.init == Init::svd    ? "svd"

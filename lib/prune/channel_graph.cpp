@@ -603,7 +603,8 @@ struct Analyzer {
     return handled;
   }
 
-  // Flatten (axis 1) and Reshape to [N, C*H*W]: each channel becomes H*W features (or a channel shuffle).
+  // Flatten (axis 1) and Reshape to [N, C*H*W]: each channel becomes H*W features (D*H*W of an NCDHW
+  // map: the product of every axis after the channels), or a channel shuffle.
   std::set<int> flatten_rule(const RuleSite& site) {
     const int n = site.n;
     const onnx::NodeProto& nd = site.nd;

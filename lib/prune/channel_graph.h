@@ -1,13 +1,15 @@
 // hpcnn prune: channel dependency analysis for structured pruning.
 //
-// Every prunable layer -- Conv (output filters, weight [Cout, Cin/group, kH, kW] axis 0), Gemm
+// Every prunable layer -- Conv (output filters, weight [Cout, Cin/group, kH, kW] axis 0, or
+// [Cout, Cin/group, kD, kH, kW] for a 3-D convolution on NCDHW: the L1 norm spans the whole kernel), Gemm
 // (output neurons, B axis 0 with transB=1, axis 1 with transB=0) and MatMul with a constant 2-D
 // B [K, N] (axis 1) -- gets one channel id per output channel. Ids travel with the tensors along
 // axis 1 (NCHW channels, or features of [N, F]) through channel-preserving operators; an
 // elementwise Add/Sum/Sub/Mul/Max/... of two carried tensors unites their ids (residual
 // connections), a depthwise Conv unites its filters with its input channels, Concat on axis 1
 // concatenates them, and Flatten/Reshape to [N, C*H*W] repeats each id over the spatial size so
-// that the next Gemm/MatMul's weight columns can be sliced "by channel x spatial position".
+// that the next Gemm/MatMul's weight columns can be sliced "by channel x spatial position" (any
+// spatial rank: a channel of an NCDHW map owns D*H*W consecutive columns).
 // Which rule applies to a node, and which of its inputs are weights, biases, per-channel
 // parameters or shape-like constants, come from the operator facts (onnx/op_facts.h).
 // Operators with shape-like inputs (Resize sizes/scales/roi, Upsample scales, Expand shape, Tile
