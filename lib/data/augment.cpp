@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/augment_volume.h"
 
 namespace hpcnn::data {
 
@@ -121,7 +122,8 @@ AugmentDraw draw_augment(const Augmentation& o, std::mt19937_64& rng, int64_t H,
   return d;
 }
 
-Normalizer::Normalizer(const SampleInfo& sample, const std::vector<float>& mean, const std::vector<float>& std) {
+Normalizer::Normalizer(const SampleInfo& sample, const std::vector<float>& mean, const std::vector<float>& std, bool log1p)
+    : log1p_(log1p) {
   const auto C = static_cast<size_t>(sample.channels);
   auto pick = [&](const std::vector<float>& v, float dflt, const char* what, size_t c) {
     if (v.empty()) return dflt;
@@ -132,7 +134,7 @@ Normalizer::Normalizer(const SampleInfo& sample, const std::vector<float>& mean,
                                         std::to_string(C) + ")");
     return v[c];
   };
-  const float unit = sample.type == PixelType::u8 ? 1.0f / 255.0f : 1.0f;
+  const float unit = sample.type == PixelType::u8 && !log1p ? 1.0f / 255.0f : 1.0f;
   for (size_t c = 0; c < C; ++c) {
     const float m = pick(mean, 0.0f, "mean", c), s = pick(std, 1.0f, "std", c);
     if (!(s > 0.0f) || !std::isfinite(s))
@@ -147,8 +149,15 @@ Normalizer::Normalizer(const SampleInfo& sample, const std::vector<float>& mean,
 
 namespace {
 
+// A stored value before the affine map: log(1 + x) with log1p, else x.
+template <bool kLog1p, class T>
+float value(T x) {
+  const auto v = static_cast<float>(x);
+  return kLog1p ? std::log1p(v) : v;
+}
+
 // The resized crop: bilinear, half-pixel centres, source coordinates clamped to the window.
-template <class T>
+template <bool kLog1p, class T>
 void resize_crop(const T* src, const SampleInfo& s, const AugmentDraw& d, const Normalizer& norm, float* dst) {
   const int64_t H = s.height, W = s.width;
   const double sy = static_cast<double>(d.crop_h) / static_cast<double>(H),
@@ -177,22 +186,23 @@ void resize_crop(const T* src, const SampleInfo& s, const AugmentDraw& d, const 
       const T* r1 = plane + v.i1 * W;
       for (int64_t x = 0; x < W; ++x) {
         const Tap& h = tx[static_cast<size_t>(d.flip ? W - 1 - x : x)];
-        const float top = static_cast<float>(r0[h.i0]) + h.f * (static_cast<float>(r0[h.i1]) - static_cast<float>(r0[h.i0]));
-        const float bot = static_cast<float>(r1[h.i0]) + h.f * (static_cast<float>(r1[h.i1]) - static_cast<float>(r1[h.i0]));
+        const float a0 = value<kLog1p>(r0[h.i0]), a1 = value<kLog1p>(r0[h.i1]);
+        const float b0 = value<kLog1p>(r1[h.i0]), b1 = value<kLog1p>(r1[h.i1]);
+        const float top = a0 + h.f * (a1 - a0), bot = b0 + h.f * (b1 - b0);
         out[y * W + x] = (top + v.f * (bot - top)) * a + b;
       }
     }
   }
 }
 
-template <class T>
+template <bool kLog1p, class T>
 void transform(const T* src, const SampleInfo& s, int pad, const AugmentDraw& d, const Normalizer& norm, float* dst) {
   const int64_t H = s.height, W = s.width;
   if (d.crop_h > 0) {
     if (d.crop_h > H || d.crop_w < 1 || d.crop_w > W || d.crop_y < 0 || d.crop_x < 0 || d.crop_y + d.crop_h > H ||
         d.crop_x + d.crop_w > W)
       throw_error(ErrorKind::usage, "augmentation: resized crop window outside the image");
-    return resize_crop(src, s, d, norm, dst);
+    return resize_crop<kLog1p>(src, s, d, norm, dst);
   }
   const int64_t dy = d.off_y - pad, dx = d.off_x - pad;  // source = output + shift
   for (int64_t c = 0; c < s.channels; ++c) {
@@ -208,24 +218,59 @@ void transform(const T* src, const SampleInfo& s, int pad, const AugmentDraw& d,
       }
       const T* in = plane + sy * W;
       if (!d.flip && dx == 0) {
-        for (int64_t x = 0; x < W; ++x) row[x] = static_cast<float>(in[x]) * a + b;
+        for (int64_t x = 0; x < W; ++x) row[x] = value<kLog1p>(in[x]) * a + b;
         continue;
       }
       for (int64_t x = 0; x < W; ++x) {
         const int64_t sx = (d.flip ? W - 1 - x : x) + dx;
-        row[x] = (sx < 0 || sx >= W) ? b : static_cast<float>(in[sx]) * a + b;
+        row[x] = (sx < 0 || sx >= W) ? b : value<kLog1p>(in[sx]) * a + b;
       }
     }
   }
 }
 
+template <class T>
+void transform_typed(const void* src, const SampleInfo& s, int pad, const AugmentDraw& d, const Normalizer& norm, float* dst) {
+  if (norm.log1p())
+    transform<true>(static_cast<const T*>(src), s, pad, d, norm, dst);
+  else
+    transform<false>(static_cast<const T*>(src), s, pad, d, norm, dst);
+}
+
 }  // namespace
 
+void check_augment_for(const Augmentation& o, const SampleInfo& s) {
+  validate_augment(o);
+  if (s.volume()) {
+    const char* two_d = o.crop_padding > 0      ? "crop_padding"
+                        : o.resized_crop()      ? "resized_crop_scale"
+                        : o.horizontal_flip     ? "horizontal_flip"
+                        : o.erasing_probability > 0 ? "erasing_probability"
+                                                : nullptr;
+    if (two_d)
+      throw_error(ErrorKind::usage, std::string("augmentation.") + two_d + " is an augmentation of 2-D images; the samples are " +
+                                        to_string(s) + " volumes (use augmentation.random_flips_3d and random_axis_permutation)");
+    if (o.random_axis_permutation && !(s.depth == s.height && s.height == s.width))
+      throw_error(ErrorKind::usage, "augmentation.random_axis_permutation needs cubes (D = H = W); the volumes are " + to_string(s));
+  } else if (o.random_flips_3d || o.random_axis_permutation) {
+    throw_error(ErrorKind::usage, std::string("augmentation.") + (o.random_flips_3d ? "random_flips_3d" : "random_axis_permutation") +
+                                      " is an augmentation of 3-D volumes; the samples are " + to_string(s) + " images");
+  }
+}
+
 void transform_sample(const void* src, const SampleInfo& s, int pad, const AugmentDraw& d, const Normalizer& norm, float* dst) {
-  if (s.type == PixelType::u8)
-    transform(static_cast<const uint8_t*>(src), s, pad, d, norm, dst);
-  else
-    transform(static_cast<const float*>(src), s, pad, d, norm, dst);
+  if (s.volume()) throw_error(ErrorKind::usage, "transform_sample: " + to_string(s) + " is a volume (data/augment_volume.h)");
+  switch (s.type) {
+    case PixelType::u8:
+      transform_typed<uint8_t>(src, s, pad, d, norm, dst);
+      break;
+    case PixelType::i16:
+      transform_typed<int16_t>(src, s, pad, d, norm, dst);
+      break;
+    case PixelType::f32:
+      transform_typed<float>(src, s, pad, d, norm, dst);
+      break;
+  }
   if (d.erase_h > 0) {
     const int64_t H = s.height, W = s.width;
     if (d.erase_y < 0 || d.erase_x < 0 || d.erase_w < 1 || d.erase_y + d.erase_h > H || d.erase_x + d.erase_w > W)
@@ -237,6 +282,10 @@ void transform_sample(const void* src, const SampleInfo& s, int pad, const Augme
 
 void augment_sample(const void* src, const SampleInfo& s, const Augmentation& o, const Normalizer& norm, bool augment,
                     std::mt19937_64& rng, float* dst) {
+  if (s.volume()) {
+    transform_volume(src, s, augment ? draw_volume_augment(o, rng) : VolumeDraw{}, norm, dst);
+    return;
+  }
   if (!augment) {
     transform_sample(src, s, 0, AugmentDraw{}, norm, dst);
     return;

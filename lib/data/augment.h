@@ -17,8 +17,8 @@
 //      half-pixel centres (source y = (y + 0.5) * h / H - 0.5, clamped to the window; no
 //      antialiasing), as torchvision's tensor resize with antialias=False;
 //   2. flip: with probability 1/2 mirror the columns (x -> W-1-x);
-//   3. normalise: v = x / 255 for u8 pixels (x as stored for fp32 pixels), then
-//      (v - mean[c]) / std[c];
+//   3. normalise: v = x / 255 for u8 pixels (x as stored for i16 and fp32 pixels; log(1 + x) for
+//      any type when log1p is set), then (v - mean[c]) / std[c];
 //   4. random erasing (Zhong et al., "Random erasing data augmentation", AAAI 2020; as
 //      torchvision draws it): with probability p, up to 10 tries of an area fraction uniform in
 //      [erasing scale] and a ratio log-uniform in [erasing ratio], eh = round(sqrt(area *
@@ -62,6 +62,11 @@ struct Augmentation {
   std::array<double, 2> erasing_ratio{0.3, 3.3};    // erased rectangle's aspect ratio range
   std::vector<float> mean{0.0f};                    // per channel, in the scale after /255; one value: every channel
   std::vector<float> std{1.0f};                     // per channel (> 0); one value: every channel
+  // Volumes (data/augment_volume.h): log(1 + x) of the stored value before mean/std (CosmoFlow's
+  // preprocessing of particle counts; also in evaluation), and the cube's symmetries in training.
+  bool log1p = false;
+  bool random_flips_3d = false;          // mirror each of D, H, W with probability 1/2
+  bool random_axis_permutation = false;  // one of the 6 orders of (D, H, W), uniformly (cubes only)
   bool resized_crop() const { return resized_crop_scale[0] != 1.0 || resized_crop_scale[1] != 1.0; }
 };
 
@@ -83,26 +88,35 @@ void validate_augment(const Augmentation& options);
 // for H x W images. An option that is off consumes no random numbers.
 AugmentDraw draw_augment(const Augmentation& options, std::mt19937_64& rng, int64_t height = 0, int64_t width = 0);
 
-// Per-channel affine map of step 3: out = x * scale[c] + bias[c].
+// Step 3: out = v(x) * scale[c] + bias[c], v(x) = log(1 + x) with log1p, else x.
 class Normalizer {
  public:
   Normalizer() = default;
-  Normalizer(const SampleInfo& sample, const std::vector<float>& mean, const std::vector<float>& std);
+  Normalizer(const SampleInfo& sample, const std::vector<float>& mean, const std::vector<float>& std, bool log1p = false);
   float scale(int64_t c) const { return scale_[static_cast<size_t>(c)]; }
   float bias(int64_t c) const { return bias_[static_cast<size_t>(c)]; }
+  bool log1p() const { return log1p_; }
 
  private:
   std::vector<float> scale_, bias_;
+  bool log1p_ = false;
 };
 
-// One sample `src` (sample.bytes() bytes, u8 or float by sample.type, CHW) to `dst`
+// The options against the samples they will see (ErrorKind::usage naming the key): the 2-D
+// augmentations (crop_padding, resized_crop_*, horizontal_flip, erasing_*) on volumes, the 3-D
+// ones on images, random_axis_permutation on a volume that is not a cube (D = H = W), and
+// validate_augment's checks.
+void check_augment_for(const Augmentation& options, const SampleInfo& sample);
+
+// One image `src` (sample.bytes() bytes, u8, i16 or float by sample.type, CHW) to `dst`
 // (sample.numel() floats, CHW): crop at draw.off_* with padding `pad` (or the resized crop of
 // draw.crop_*), flip when draw.flip, normalise, then erase draw.erase_*. crop_padding = 0 with offsets 0,
 // no resized crop, no flip and no erasing is the plain normalisation.
 void transform_sample(const void* src, const SampleInfo& sample, int pad, const AugmentDraw& draw, const Normalizer& norm,
                       float* dst);
 
-// draw_augment + transform_sample when `augment`, else normalisation only (no random numbers used).
+// draw_augment + transform_sample when `augment`, else normalisation only (no random numbers used);
+// for a volume, draw_volume_augment + transform_volume (data/augment_volume.h).
 void augment_sample(const void* src, const SampleInfo& sample, const Augmentation& options, const Normalizer& norm, bool augment,
                     std::mt19937_64& rng, float* dst);
 

@@ -28,7 +28,8 @@ struct DataConfig {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, train_images, train_labels, test_images, test_labels, cache, prefetch,
                                    validation_samples)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Augmentation, crop_padding, resized_crop_scale, resized_crop_ratio, horizontal_flip,
-                                   erasing_probability, erasing_scale, erasing_ratio, mean, std)
+                                   erasing_probability, erasing_scale, erasing_ratio, mean, std, log1p, random_flips_3d,
+                                   random_axis_permutation)
 
 // The two sections of a configuration.
 struct DataSections {

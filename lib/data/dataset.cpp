@@ -12,9 +12,43 @@
 
 namespace hpcnn::data {
 
+size_t pixel_bytes(PixelType type) {
+  switch (type) {
+    case PixelType::u8:
+      return 1;
+    case PixelType::i16:
+      return 2;
+    case PixelType::f32:
+      return 4;
+  }
+  return 0;
+}
+
+std::vector<int64_t> SampleInfo::dims() const {
+  if (volume()) return {channels, depth, height, width};
+  return {channels, height, width};
+}
+
 std::string to_string(const SampleInfo& s) {
-  return std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" + std::to_string(s.width) +
-         (s.type == PixelType::u8 ? " u8" : " f32");
+  std::string out;
+  for (int64_t d : s.dims()) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out + (s.type == PixelType::u8 ? " u8" : s.type == PixelType::i16 ? " i16" : " f32");
+}
+
+const void* ImageSet::pixels() const {
+  switch (sample.type) {
+    case PixelType::u8:
+      return pixels_u8.data();
+    case PixelType::i16:
+      return pixels_i16.data();
+    case PixelType::f32:
+      return pixels_f32.data();
+  }
+  return nullptr;
+}
+
+size_t ImageSet::pixel_values() const {
+  return sample.type == PixelType::u8 ? pixels_u8.size() : sample.type == PixelType::i16 ? pixels_i16.size() : pixels_f32.size();
 }
 
 namespace {
@@ -45,12 +79,16 @@ ImageSet images_from_npy(FileBytes& fb) {
     return s;
   }
   const size_t in_bytes = l.stored_sample_bytes(), numel = static_cast<size_t>(l.sample.numel());
+  const size_t total = static_cast<size_t>(l.count) * numel;
   void* out;
   if (l.sample.type == PixelType::u8) {
-    s.pixels_u8.resize(static_cast<size_t>(l.count) * numel);
+    s.pixels_u8.resize(total);
     out = s.pixels_u8.data();
+  } else if (l.sample.type == PixelType::i16) {
+    s.pixels_i16.resize(total);
+    out = s.pixels_i16.data();
   } else {
-    s.pixels_f32.resize(static_cast<size_t>(l.count) * numel);
+    s.pixels_f32.resize(total);
     out = s.pixels_f32.data();
   }
   for (int64_t i = 0; i < l.count; ++i)
@@ -93,6 +131,34 @@ std::vector<int32_t> load_labels(const std::string& labels_path, int decode_thre
   return {};
 }
 
+Annotations load_annotations(const std::string& path, int decode_threads) {
+  FileBytes fb = read_file_decoded(path, decode_threads);
+  if (format_of(fb) == DataFormat::npy) {
+    NpyArray a = parse_npy(fb.bytes, fb.origin);
+    if (a.dtype == "<f4" || a.dtype == "<f8") {
+      Targets t = npy_to_targets(a);
+      return {{}, std::move(t.values), t.width};
+    }
+  }
+  return {load_labels(path, decode_threads), {}, 0};
+}
+
+// The labels or targets of `labels_path` into `s`, their count checked against the images'.
+static void attach_annotations(ImageSet& s, const std::string& images_path, const std::string& labels_path, int decode_threads) {
+  Annotations a = load_annotations(labels_path, decode_threads);
+  if (a.count() != s.count)
+    throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(a.count()) +
+                                          (a.width > 0 ? " target rows" : " labels") + " but " + images_path + " holds " +
+                                          std::to_string(s.count) + " images");
+  if (a.width > 0) {
+    s.targets = std::move(a.targets);
+    s.target_width = a.width;
+  } else {
+    s.labels = std::move(a.labels);
+    s.labeled = true;
+  }
+}
+
 ImageSet load_images(const std::string& images_path, const std::string& labels_path, int decode_threads) {
   ImageSet s;
   {
@@ -105,13 +171,7 @@ ImageSet load_images(const std::string& images_path, const std::string& labels_p
     s = f == DataFormat::idx ? images_from_idx(fb) : f == DataFormat::npy ? images_from_npy(fb) : images_from_cifar(fb);
   }
   s.origin = images_path;
-  if (!labels_path.empty()) {
-    s.labels = load_labels(labels_path, decode_threads);
-    s.labeled = true;
-    if (static_cast<int64_t>(s.labels.size()) != s.count)
-      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(s.labels.size()) + " labels but " + images_path +
-                                            " holds " + std::to_string(s.count) + " images");
-  }
+  if (!labels_path.empty()) attach_annotations(s, images_path, labels_path, decode_threads);
   return s;
 }
 
@@ -131,8 +191,13 @@ ImageSet load_images(const std::vector<std::string>& images_paths, const std::ve
     if (part.has_labels() != all.has_labels())
       throw_error(ErrorKind::bad_input, images_paths[i] + (part.has_labels() ? " has" : " has no") + " labels, " +
                                             images_paths[0] + (all.has_labels() ? " has" : " has no"));
+    if (part.target_width != all.target_width)
+      throw_error(ErrorKind::bad_input, images_paths[i] + " has " + std::to_string(part.target_width) + " targets per sample, " +
+                                            images_paths[0] + " has " + std::to_string(all.target_width));
     all.count += part.count;
     all.pixels_u8.insert(all.pixels_u8.end(), part.pixels_u8.begin(), part.pixels_u8.end());
+    all.pixels_i16.insert(all.pixels_i16.end(), part.pixels_i16.begin(), part.pixels_i16.end());
+    all.targets.insert(all.targets.end(), part.targets.begin(), part.targets.end());
     all.pixels_f32.insert(all.pixels_f32.end(), part.pixels_f32.begin(), part.pixels_f32.end());
     all.labels.insert(all.labels.end(), part.labels.begin(), part.labels.end());
     all.origin += ", " + images_paths[i];

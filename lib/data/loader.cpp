@@ -14,8 +14,8 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, LoaderOptio
   const LoaderOptions& o = options_;
   if (o.prefetch < 1) throw_error(ErrorKind::usage, "loader: prefetch must be >= 1, got " + std::to_string(o.prefetch));
   if (o.threads < 1) throw_error(ErrorKind::usage, "loader: threads must be >= 1, got " + std::to_string(o.threads));
-  validate_augment(o.augment);
-  norm_ = Normalizer(source_->sample(), o.augment.mean, o.augment.std);
+  check_augment_for(o.augment, source_->sample());
+  norm_ = Normalizer(source_->sample(), o.augment.mean, o.augment.std, o.augment.log1p);
   const int64_t n = source_->size();
   if (o.mode == LoaderMode::train) {
     steps_ = train_steps_per_epoch(n, o.world_size, o.batch_size);
@@ -106,9 +106,13 @@ Batch BatchLoader::build(int64_t epoch, int64_t step, bool augment, const std::v
   b.step = step;
   b.indices = batch_indices(step, perm);
   const auto n = static_cast<int64_t>(b.indices.size());
-  b.images = Tensor({n, s.channels, s.height, s.width});
+  Shape shape{n};
+  for (int64_t d : s.dims()) shape.push_back(d);
+  b.images = Tensor(shape);
   const bool labeled = source_->has_labels();
   if (labeled) b.labels.resize(static_cast<size_t>(n));
+  const int64_t K = source_->target_width();
+  if (K > 0) b.targets = Tensor({n, K});
   const int64_t numel = s.numel();
   const bool aug = augment && options_.mode == LoaderMode::train;
 
@@ -117,13 +121,10 @@ Batch BatchLoader::build(int64_t epoch, int64_t step, bool augment, const std::v
     int32_t label = -1;
     source_->read(index, scratch.data(), &label);
     float* dst = b.images.data() + j * numel;
-    if (aug) {
-      std::mt19937_64 rng(sample_seed(options_.seed, epoch, index));
-      augment_sample(scratch.data(), s, options_.augment, norm_, true, rng, dst);
-    } else {
-      transform_sample(scratch.data(), s, 0, AugmentDraw{}, norm_, dst);
-    }
+    std::mt19937_64 rng(aug ? sample_seed(options_.seed, epoch, index) : 0);
+    augment_sample(scratch.data(), s, options_.augment, norm_, aug, rng, dst);
     if (labeled) b.labels[static_cast<size_t>(j)] = label;
+    if (K > 0) source_->read_targets(index, b.targets.data() + j * K);
   };
 
   if (options_.threads == 1 || n < 2) {

@@ -58,8 +58,9 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  Tensor images;                 // [n, C, H, W] fp32, plain layout; n = B except evaluation's last
+  Tensor images;                 // [n, C, H, W] or [n, C, D, H, W] fp32, plain layout; n = B except evaluation's last
   std::vector<int32_t> labels;   // n class labels; empty when the source has no labels
+  Tensor targets;                // [n, K] fp32 regression targets; empty (rank 0) when the source has none
   std::vector<int64_t> indices;  // the samples' indices in the source
   int64_t epoch = 0;
   int64_t step = 0;  // 0-based within the epoch

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -23,6 +24,7 @@ constexpr size_t kMaxHeaderLen = size_t{1} << 20;  // numpy itself refuses heade
 
 size_t item_size_of(const std::string& dtype) {
   if (dtype == "|u1") return 1;
+  if (dtype == "<i2") return 2;
   if (dtype == "<f4" || dtype == "<i4") return 4;
   if (dtype == "<f8" || dtype == "<i8") return 8;
   return 0;
@@ -173,8 +175,8 @@ class HeaderParser {
   }
   std::string canonical_dtype(const std::string& d, size_t at) {
     if (d == "<u1" || d == ">u1" || d == "=u1" || d == "|u1") return "|u1";
-    if (d == "<f4" || d == "<f8" || d == "<i4" || d == "<i8") return d;
-    std::string why = "dtype '" + d + "' is not supported (supported: <f4, <f8, |u1, <i4, <i8)";
+    if (d == "<f4" || d == "<f8" || d == "<i2" || d == "<i4" || d == "<i8") return d;
+    std::string why = "dtype '" + d + "' is not supported (supported: <f4, <f8, |u1, <i2, <i4, <i8)";
     if (!d.empty() && d[0] == '>') why += "; the array is big-endian";
     fail(ErrorKind::unsupported, origin_, base_ + at, why);
   }
@@ -322,6 +324,35 @@ std::vector<int32_t> npy_to_labels(const NpyArray& a) {
     }
   }
   return out;
+}
+
+Targets npy_to_targets(const NpyArray& a) {
+  if (a.dtype != "<f4" && a.dtype != "<f8")
+    throw_error(ErrorKind::unsupported, a.origin + ": regression targets must be floats (<f4 or <f8), not " + a.dtype);
+  if (a.shape.size() != 1 && a.shape.size() != 2)
+    throw_error(ErrorKind::bad_input,
+                a.origin + ": regression targets must have shape (N, K) or (N,), not " + shape_to_string(a.shape));
+  Targets t;
+  t.count = a.shape[0];
+  t.width = a.shape.size() == 2 ? a.shape[1] : 1;
+  if (t.width < 1)
+    throw_error(ErrorKind::bad_input, a.origin + ": regression targets of shape " + shape_to_string(a.shape) + " have no values");
+  const auto n = static_cast<size_t>(t.count * t.width);
+  t.values.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (a.dtype == "<f4") {
+      std::memcpy(&t.values[i], a.bytes.data() + i * 4, 4);
+    } else {
+      double v;
+      std::memcpy(&v, a.bytes.data() + i * 8, 8);
+      t.values[i] = static_cast<float>(v);
+    }
+    if (!std::isfinite(t.values[i]))
+      throw_error(ErrorKind::bad_input, a.origin + ": target " + std::to_string(i % static_cast<size_t>(t.width)) +
+                                            " of sample " + std::to_string(i / static_cast<size_t>(t.width)) + " is " +
+                                            std::to_string(t.values[i]) + " (targets must be finite)");
+  }
+  return t;
 }
 
 }  // namespace hpcnn::data

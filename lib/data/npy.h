@@ -5,7 +5,7 @@
 // little-endian for 1.0, 4 bytes for 2.0/3.0), a Python dict literal
 // {'descr': ..., 'fortran_order': ..., 'shape': (...)} and the array data.
 // Supported: C order (fortran_order False) and the little-endian dtypes '<f4', '<f8', '|u1',
-// '<i4', '<i8' ('<u1', '>u1', '=u1' are read as '|u1'). Any shape, including 0-d (shape ())
+// '<i2', '<i4', '<i8' ('<u1', '>u1', '=u1' are read as '|u1'). Any shape, including 0-d (shape ())
 // and arrays with a zero dim.
 // Errors name the file (or `origin`) and the byte offset:
 //   ErrorKind::io          the file cannot be opened or read;
@@ -26,7 +26,7 @@ namespace hpcnn::data {
 
 struct NpyArray {
   std::vector<int64_t> shape;        // empty for a 0-d array
-  std::string dtype;                 // canonical descr: "<f4", "<f8", "|u1", "<i4" or "<i8"
+  std::string dtype;                 // canonical descr: "<f4", "<f8", "|u1", "<i2", "<i4" or "<i8"
   std::vector<unsigned char> bytes;  // numel * item size bytes, C order, little-endian
   std::string origin;                // the file path (or the name given to parse_npy), for errors
 
@@ -51,5 +51,17 @@ Tensor npy_to_tensor(const NpyArray& array);
 // for another rank or an '<i8' value outside int32 (naming the file and index);
 // ErrorKind::unsupported for float dtypes. Range against the class count is the loss's check.
 std::vector<int32_t> npy_to_labels(const NpyArray& array);
+
+// Regression targets: K float values per sample, samples one after another.
+struct Targets {
+  int64_t count = 0;          // N
+  int64_t width = 0;          // K
+  std::vector<float> values;  // N * K, row-major
+};
+
+// '<f4' or '<f8' array of shape (N, K), or (N,) for K = 1 -> fp32 targets. ErrorKind::unsupported
+// for another dtype (integers are class labels: npy_to_labels); ErrorKind::bad_input for another
+// rank, K = 0, or a NaN or infinite value (naming the file, the sample and the target).
+Targets npy_to_targets(const NpyArray& array);
 
 }  // namespace hpcnn::data

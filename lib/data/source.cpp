@@ -24,6 +24,12 @@ void SampleSource::check_index(int64_t index) const {
 
 std::string SampleSource::locate(int64_t index) const { return "sample " + std::to_string(index) + " of " + origin_; }
 
+void SampleSource::read_targets(int64_t index, float* targets) const {
+  check_index(index);
+  if (target_width_ == 0) throw_error(ErrorKind::usage, origin_ + " has no regression targets");
+  std::copy_n(targets_.data() + index * target_width_, target_width_, targets);
+}
+
 // ---- InMemorySource -------------------------------------------------------------------------
 
 InMemorySource::InMemorySource(ImageSet images) : set_(std::move(images)) {
@@ -31,20 +37,20 @@ InMemorySource::InMemorySource(ImageSet images) : set_(std::move(images)) {
   sample_ = set_.sample;
   labeled_ = set_.has_labels();
   origin_ = set_.origin;
+  target_width_ = set_.target_width;
+  targets_ = std::move(set_.targets);
   const size_t want = static_cast<size_t>(set_.count) * static_cast<size_t>(sample_.numel());
-  const size_t have = sample_.type == PixelType::u8 ? set_.pixels_u8.size() : set_.pixels_f32.size();
-  if (have != want || (labeled_ && set_.labels.size() != static_cast<size_t>(set_.count)))
+  const size_t have = set_.pixel_values();
+  if (have != want || (labeled_ && set_.labels.size() != static_cast<size_t>(set_.count)) ||
+      targets_.size() != static_cast<size_t>(set_.count * target_width_))
     throw_error(ErrorKind::usage, origin_ + ": inconsistent ImageSet (" + std::to_string(have) + " pixel values for " +
                                       std::to_string(set_.count) + " samples of " + to_string(sample_) + ")");
 }
 
 void InMemorySource::read(int64_t index, void* pixels, int32_t* label) const {
   check_index(index);
-  const size_t n = static_cast<size_t>(sample_.numel()), at = static_cast<size_t>(index) * n;
-  if (sample_.type == PixelType::u8)
-    std::memcpy(pixels, set_.pixels_u8.data() + at, n);
-  else
-    std::memcpy(pixels, set_.pixels_f32.data() + at, n * sizeof(float));
+  const size_t n = sample_.bytes();
+  std::memcpy(pixels, static_cast<const uint8_t*>(set_.pixels()) + static_cast<size_t>(index) * n, n);
   if (label) *label = labeled_ ? set_.labels[static_cast<size_t>(index)] : -1;
 }
 
@@ -105,11 +111,18 @@ FileSource::FileSource(const std::string& images_path, const std::string& labels
       break;
   }
   if (!labels_path.empty()) {
-    m.labels = load_labels(labels_path);
-    labeled_ = true;
-    if (static_cast<int64_t>(m.labels.size()) != size_)
-      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(m.labels.size()) + " labels but " + images_path +
-                                            " holds " + std::to_string(size_) + " images");
+    Annotations a = load_annotations(labels_path);
+    if (a.count() != size_)
+      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(a.count()) +
+                                            (a.width > 0 ? " target rows" : " labels") + " but " + images_path + " holds " +
+                                            std::to_string(size_) + " images");
+    if (a.width > 0) {
+      target_width_ = a.width;
+      targets_ = std::move(a.targets);
+    } else {
+      m.labels = std::move(a.labels);
+      labeled_ = true;
+    }
   }
 }
 
@@ -151,7 +164,11 @@ ConcatSource::ConcatSource(std::vector<std::shared_ptr<const SampleSource>> part
   if (parts_.empty()) throw_error(ErrorKind::usage, "ConcatSource: no parts");
   sample_ = parts_[0]->sample();
   labeled_ = parts_[0]->has_labels();
+  target_width_ = parts_[0]->target_width();
   for (const auto& p : parts_) {
+    if (p->target_width() != target_width_)
+      throw_error(ErrorKind::bad_input, p->origin() + " has " + std::to_string(p->target_width()) + " targets per sample, " +
+                                            parts_[0]->origin() + " has " + std::to_string(target_width_));
     if (!(p->sample() == sample_))
       throw_error(ErrorKind::bad_input, p->origin() + " holds " + to_string(p->sample()) + " images, " + parts_[0]->origin() +
                                             " holds " + to_string(sample_));
@@ -178,6 +195,12 @@ void ConcatSource::read(int64_t index, void* pixels, int32_t* label) const {
   check_index(index);
   const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
   parts_[k]->read(index - starts_[k], pixels, label);
+}
+
+void ConcatSource::read_targets(int64_t index, float* targets) const {
+  check_index(index);
+  const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+  parts_[k]->read_targets(index - starts_[k], targets);
 }
 
 // ---- open_source ----------------------------------------------------------------------------
@@ -218,6 +241,7 @@ RangeSource::RangeSource(std::shared_ptr<const SampleSource> parent, int64_t beg
   size_ = count;
   sample_ = parent_->sample();
   labeled_ = parent_->has_labels();
+  target_width_ = parent_->target_width();
   origin_ = parent_->origin() + " [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ")";
 }
 
@@ -233,6 +257,11 @@ std::pair<std::shared_ptr<const SampleSource>, std::shared_ptr<const SampleSourc
 void RangeSource::read(int64_t index, void* pixels, int32_t* label) const {
   check_index(index);
   parent_->read(begin_ + index, pixels, label);
+}
+
+void RangeSource::read_targets(int64_t index, float* targets) const {
+  check_index(index);
+  parent_->read_targets(begin_ + index, targets);
 }
 
 }  // namespace hpcnn::data

@@ -4,7 +4,8 @@
 //   InMemorySource  every decoded sample in memory (an ImageSet, data/dataset.h).
 //   FileSource      uncompressed IDX, NPY or CIFAR-10 binary files read with pread, one sample per
 //                   call: memory stays at the labels (4 bytes per sample; none for CIFAR-10, whose
-//                   labels are read with the sample) whatever the data set size. Compressed files
+//                   labels are read with the sample) or targets (4 K bytes per sample) whatever
+//                   the data set size. Compressed files
 //                   (gzip, huffgpu) have no random access and always decode into memory.
 //   ConcatSource    several sources one after the other (CIFAR-10 batches, shards).
 //   RangeSource     a contiguous range of another source (a held-out validation split).
@@ -32,13 +33,17 @@ class SampleSource {
   int64_t size() const { return size_; }                // number of samples
   const SampleInfo& sample() const { return sample_; }  // shape and pixel type of every sample
   bool has_labels() const { return labeled_; }
+  int64_t target_width() const { return target_width_; }  // K regression targets per sample (0: none)
   const std::string& origin() const { return origin_; }  // the file(s), for messages
   virtual bool in_memory() const = 0;
 
-  // Sample `index` (0 <= index < size()): sample().bytes() bytes to `pixels` (u8 or float by
-  // sample().type, CHW), and its class label to *label when `label` is not null and the source
+  // Sample `index` (0 <= index < size()): sample().bytes() bytes to `pixels` (u8, i16 or float by
+  // sample().type, C(D)HW), and its class label to *label when `label` is not null and the source
   // has labels (-1 otherwise).
   virtual void read(int64_t index, void* pixels, int32_t* label) const = 0;
+  // The target_width() regression targets of sample `index` to `targets` (ErrorKind::usage when
+  // the source has none). Targets live in memory in every source (4 K bytes per sample).
+  virtual void read_targets(int64_t index, float* targets) const;
   // Sample `index` named for messages by its place in the files: "sample 4711 of FILE" (the
   // index within that file for a concatenation or a range of one).
   virtual std::string locate(int64_t index) const;
@@ -48,6 +53,8 @@ class SampleSource {
   int64_t size_ = 0;
   SampleInfo sample_;
   bool labeled_ = false;
+  int64_t target_width_ = 0;
+  std::vector<float> targets_;  // size_ * target_width_ (InMemorySource, FileSource)
   std::string origin_;
 };
 
@@ -83,6 +90,7 @@ class ConcatSource final : public SampleSource {
   explicit ConcatSource(std::vector<std::shared_ptr<const SampleSource>> parts);
   bool in_memory() const override;
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  void read_targets(int64_t index, float* targets) const override;
   std::string locate(int64_t index) const override;
 
  private:
@@ -98,6 +106,7 @@ class RangeSource final : public SampleSource {
   RangeSource(std::shared_ptr<const SampleSource> parent, int64_t begin, int64_t count);
   bool in_memory() const override { return parent_->in_memory(); }
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  void read_targets(int64_t index, float* targets) const override;
   std::string locate(int64_t index) const override { return parent_->locate(begin_ + index); }
 
  private:
@@ -113,7 +122,7 @@ std::pair<std::shared_ptr<const SampleSource>, std::shared_ptr<const SampleSourc
 
 struct DataFiles {
   std::vector<std::string> images;  // one or more images files, concatenated in order
-  std::vector<std::string> labels;  // empty (no labels, or CIFAR-10), or one per images file
+  std::vector<std::string> labels;  // empty (no labels, or CIFAR-10), or one per images file (float .npy: targets)
   bool cache = true;                // keep every decoded sample in memory; false: FileSource for
                                     // uncompressed files (compressed ones are decoded into memory)
   int decode_threads = 0;           // huffgpu CPU codec threads (0: all cores)

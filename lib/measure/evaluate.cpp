@@ -25,13 +25,24 @@ nn::EvalSums evaluate_samples(nn::Model& model, const EvalOptions& options, dist
   o.augment_enabled = false;
   data::BatchLoader loader(samples, o);
   loader.start_epoch(0);
+  const int64_t K = samples->target_width();
   nn::EvalSums e;
-  while (auto b = loader.next_batch())
-    nn::evaluate_batch(model, b->images, b->labels, e, 0.0f,
-                       [&](int64_t n) { return samples->locate(b->indices[static_cast<size_t>(n)]); });
-  double s[4] = {e.loss, e.top1, e.top5, e.count};
-  comm.allreduce_sum(s, 4);
-  return {s[0], s[1], s[2], s[3]};
+  while (auto b = loader.next_batch()) {
+    if (K > 0)
+      nn::evaluate_regression_batch(model, b->images, b->targets, e);
+    else
+      nn::evaluate_batch(model, b->images, b->labels, e, 0.0f,
+                         [&](int64_t n) { return samples->locate(b->indices[static_cast<size_t>(n)]); });
+  }
+  std::vector<double> flat = e.flat(K);
+  comm.allreduce_sum(flat.data(), flat.size());
+  return nn::EvalSums::from_flat(flat, K);
+}
+
+nlohmann::json metrics_json(const nn::EvalResult& e, const std::string& prefix) {
+  if (e.targets > 0)
+    return {{prefix + "mse", e.mse}, {prefix + "mae", e.mae}, {prefix + "mae_per_target", e.mae_per_target}};
+  return {{prefix + "accuracy", e.top1}, {prefix + "top5", e.top5}, {prefix + "loss", e.mean_loss}};
 }
 
 nlohmann::json evaluate_model(const std::string& path, const std::string& split, const data::DataConfig& data,
@@ -44,20 +55,18 @@ nlohmann::json evaluate_model(const std::string& path, const std::string& split,
   const std::shared_ptr<const data::SampleSource> src = data::open_split(data, split);
   const auto t0 = std::chrono::steady_clock::now();
   check_input_shape(proto.proto, path, *src);
+  if (src->target_width() > 0) check_output_width(proto.proto, path, src->target_width(), src->origin());
   const nn::EvalResult e = nn::eval_result(evaluate_samples(model, options, comm, src));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return nlohmann::json{{"model", path},
-                        {"split", split},
-                        {"samples", e.samples},
-                        {split + "_accuracy", e.top1},
-                        {split + "_top5", e.top5},
-                        {split + "_loss", e.mean_loss},
-                        {"seconds", secs},
+  nlohmann::json out{{"model", path}, {"split", split}, {"samples", e.samples}};
+  out.update(metrics_json(e, e.targets > 0 ? "" : split + "_"));
+  out.update(nlohmann::json{{"seconds", secs},
                         {"images_per_second", secs > 0 ? static_cast<double>(e.samples) / secs : 0.0},
                         {"parameters", costs.params},
                         {"macs", costs.macs},
-                        {"model_bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
-                        {"world_size", comm.size()}};
+                            {"model_bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
+                            {"world_size", comm.size()}});
+  return out;
 }
 
 }  // namespace hpcnn::measure

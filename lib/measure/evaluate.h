@@ -31,13 +31,19 @@ struct EvalOptions {
   data::Augmentation normalise;  // its mean and std are applied; augmentation stays off
 };
 
-// Loss, top-1 and top-5 sums over `samples` (all ranks together).
+// Loss, top-1 and top-5 sums over `samples` (all ranks together); for samples with regression
+// targets (SampleSource::target_width() > 0) the squared and absolute error sums instead.
 nn::EvalSums evaluate_samples(nn::Model& model, const EvalOptions& options, dist::Communicator& comm,
                               const std::shared_ptr<const data::SampleSource>& samples);
 
+// The metrics of an evaluation under their JSON names, each prefixed by `prefix` ("test_",
+// "validation_", or ""): classification "accuracy", "top5", "loss"; regression "mse", "mae",
+// "mae_per_target" (a list of K).
+nlohmann::json metrics_json(const nn::EvalResult& result, const std::string& prefix);
+
 // The model file at `model_path` on `split` ("test": data.test_*; "validation": the last
 // data.validation_samples training samples). Keys: "<split>_accuracy", "<split>_top5",
-// "<split>_loss", "samples", "seconds", "images_per_second" (inference throughput, all ranks),
+// "<split>_loss" (regression data: "mse", "mae", "mae_per_target", unprefixed), "samples", "seconds", "images_per_second" (inference throughput, all ranks),
 // "parameters" and "macs" (onnx/costs.h, as the compression tools count them), "model_bytes" (the
 // model file; external data not counted), "model", "split", "world_size".
 nlohmann::json evaluate_model(const std::string& model_path, const std::string& split, const data::DataConfig& data,

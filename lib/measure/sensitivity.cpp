@@ -10,6 +10,7 @@
 #include "measure/input_shape.h"
 #include "nn/evaluate.h"
 #include "nn/loss.h"
+#include "nn/regression.h"
 #include "nn/model.h"
 
 namespace hpcnn::measure {
@@ -33,7 +34,8 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
                                 std::shared_ptr<const data::SampleSource> samples, const SensitivityOptions& o,
                                 dist::Communicator& comm) {
   if (o.batches < 1 || o.batch_size < 1) throw_error(ErrorKind::usage, "sensitivity: batches and batch size must be >= 1");
-  if (!samples->has_labels()) throw_error(ErrorKind::bad_input, samples->origin() + " has no labels: the loss needs them");
+  if (!samples->has_labels() && samples->target_width() == 0)
+    throw_error(ErrorKind::bad_input, samples->origin() + " has no labels or targets: the loss needs them");
   if (samples->size() == 0) throw_error(ErrorKind::bad_input, samples->origin() + " holds no samples");
   check_input_shape(proto, origin, *samples);
   const int64_t n = std::min(samples->size(), o.batches * o.batch_size);
@@ -59,17 +61,22 @@ Sensitivity measure_sensitivity(const onnx::ModelProto& proto, const std::string
     model.zero_grad();
     Tensor grad;
     const std::vector<Tensor> out = model.forward({batch->images}, nn::Mode::inference_grad);
-    nn::check_labels(batch->labels, out.at(0).dim(1),
-                     [&](int64_t i) { return samples->locate(batch->indices[static_cast<size_t>(i)]); });
-    const nn::LossResult l = nn::softmax_cross_entropy(out.at(0), batch->labels, 0.0f, &grad);
-    if (!std::isfinite(l.loss))
+    double loss = 0;
+    if (samples->target_width() > 0) {
+      loss = nn::mean_squared_error(out.at(0), batch->targets, &grad).mse;  // regression data
+    } else {
+      nn::check_labels(batch->labels, out.at(0).dim(1),
+                       [&](int64_t i) { return samples->locate(batch->indices[static_cast<size_t>(i)]); });
+      loss = nn::softmax_cross_entropy(out.at(0), batch->labels, 0.0f, &grad).loss;
+    }
+    if (!std::isfinite(loss))
       throw_error(ErrorKind::bad_input, origin + ": the loss of batch " + std::to_string(b) + " (samples " +
                                             std::to_string(b * o.batch_size) + "...) is not finite");
     std::vector<Tensor> grads(out.size());
     grads[0] = grad;
     model.backward(grads);
     double* row = &table[static_cast<size_t>(b) * (P + 1)];
-    row[0] = l.loss;
+    row[0] = loss;
     for (size_t p = 0; p < P; ++p) {
       const Tensor g = params[p].grad.defined() ? params[p].grad.to(Device::cpu()) : Tensor();
       const int64_t count = params[p].value.numel();

@@ -8,7 +8,8 @@
 // samples from the start of the data (the last one smaller when the data end first). For each
 // batch, with the gradients cleared before it (the authors' loop never clears them; we take that
 // for an oversight and say so in tools/prune-rate/README.md):
-//   loss_b      the mean softmax cross-entropy of the batch (no label smoothing)
+//   loss_b      the mean softmax cross-entropy of the batch (no label smoothing); for samples with
+//               regression targets, the batch's mean squared error (nn/regression.h)
 //   s_{b,p}     sum over the elements i of parameter p of 1 / |dloss_b/dw_i|, where a gradient
 //               that is exactly 0 counts as 1e7 (contributing 1e-7), as the authors do
 // and the results are the means over the batches:

@@ -31,6 +31,39 @@ void evaluate_batch(Model& model, const Tensor& images, std::span<const int32_t>
   sums.count += n;
 }
 
+void evaluate_regression_batch(Model& model, const Tensor& images, const Tensor& targets, EvalSums& sums) {
+  if (model.input_names().size() != 1)
+    throw_error(ErrorKind::unsupported,
+                "evaluation needs a model with one input, this one has " + std::to_string(model.input_names().size()));
+  std::vector<Tensor> out = model.forward({images}, Mode::inference);
+  const RegressionLoss l = mean_squared_error(out.at(0), targets, nullptr);
+  const double n = static_cast<double>(targets.dim(0));
+  RegressionSums& r = sums.regression;
+  if (r.absolute_error_per_target.empty()) r.absolute_error_per_target.assign(l.sums.absolute_error_per_target.size(), 0.0);
+  r.squared_error += l.sums.squared_error;
+  r.absolute_error += l.sums.absolute_error;
+  for (size_t k = 0; k < r.absolute_error_per_target.size(); ++k)
+    r.absolute_error_per_target[k] += l.sums.absolute_error_per_target[k];
+  r.values += l.sums.values;
+  sums.loss += l.mse * n;
+  sums.count += n;
+}
+
+std::vector<double> EvalSums::flat(int64_t targets) const {
+  std::vector<double> v{loss, top1, top5, count, regression.squared_error, regression.absolute_error, regression.values};
+  for (int64_t k = 0; k < targets; ++k)
+    v.push_back(static_cast<size_t>(k) < regression.absolute_error_per_target.size()
+                    ? regression.absolute_error_per_target[static_cast<size_t>(k)]
+                    : 0.0);
+  return v;
+}
+
+EvalSums EvalSums::from_flat(const std::vector<double>& v, int64_t targets) {
+  EvalSums s{v.at(0), v.at(1), v.at(2), v.at(3), {v.at(4), v.at(5), {}, v.at(6)}};
+  for (int64_t k = 0; k < targets; ++k) s.regression.absolute_error_per_target.push_back(v.at(7 + static_cast<size_t>(k)));
+  return s;
+}
+
 EvalResult eval_result(const EvalSums& s) {
   EvalResult r;
   r.samples = static_cast<int64_t>(s.count);
@@ -38,6 +71,13 @@ EvalResult eval_result(const EvalSums& s) {
     r.top1 = s.top1 / s.count;
     r.top5 = s.top5 / s.count;
     r.mean_loss = s.loss / s.count;
+  }
+  const RegressionSums& g = s.regression;
+  r.targets = static_cast<int64_t>(g.absolute_error_per_target.size());
+  if (r.targets > 0 && g.values > 0) {
+    r.mse = g.squared_error / g.values;
+    r.mae = g.absolute_error / g.values;
+    for (double e : g.absolute_error_per_target) r.mae_per_target.push_back(e / s.count);
   }
   return r;
 }

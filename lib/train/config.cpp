@@ -21,6 +21,7 @@ using Pointer = json::json_pointer;
 template <class Config, class Visit>
 void visit_keys(Config& c, Visit&& visit) {
   visit("/model", c.model);
+  visit("/task", c.task);
   visit("/output", c.output);
   visit("/metrics", c.metrics);
   visit("/checkpoint/path", c.checkpoint);
@@ -43,6 +44,8 @@ void visit_keys(Config& c, Visit&& visit) {
   visit("/lr/decay", c.lr.decay);
   visit("/lr/power", c.lr.power);
   visit("/lr/final", c.lr.final_lr);
+  visit("/lr/step_epochs", c.lr.step_epochs);
+  visit("/lr/step_factors", c.lr.step_factors);
   visit("/label_smoothing", c.label_smoothing);
   visit("/final_polish_epochs", c.final_polish_epochs);
   visit("/stop_at_validation_accuracy", c.stop_at_validation_accuracy);
@@ -127,6 +130,16 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
   need(c.optimizer.trust_coefficient > 0, "optimizer.trust_coefficient must be > 0");
   need(c.optimizer.type == "sgd" || c.optimizer.type == "lars",
        "optimizer.type '" + c.optimizer.type + "' is not one of: sgd, lars");
+  need(c.task == "classification" || c.task == "regression",
+       "task '" + c.task + "' is not one of: classification, regression");
+  if (c.task == "regression") {
+    need(c.label_smoothing == 0,
+         "label_smoothing is a classification option (it smooths class labels); the configuration's task is regression: "
+         "remove it or set it to 0");
+    need(c.stop_at_validation_accuracy == 0,
+         "stop_at_validation_accuracy is a classification option (there is no accuracy); the configuration's task is "
+         "regression");
+  }
   need(c.threads >= 0, "threads must be >= 0");
   need(c.max_steps_per_epoch >= 0, "max_steps_per_epoch must be >= 0");
   c.lr.validate();

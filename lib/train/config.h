@@ -22,6 +22,9 @@ namespace hpcnn::train {
 
 struct TrainConfig {
   std::string model, output, metrics, checkpoint;
+  // classification: softmax cross-entropy on class labels (top-1/top-5 accuracy); regression: mean
+  // squared error on float targets [N, K] (MAE overall and per target; nn/regression.h).
+  std::string task = "classification";
   int checkpoint_interval = 1;      // epochs (0: only on SIGTERM)
   data::DataConfig data;            // the "data" section (data/config.h)
   data::Augmentation augmentation;  // the "augmentation" section (data/augment.h, data/config.h)

@@ -12,12 +12,16 @@
 //   after: t = (x - W) / (E - W) clamped to [0, 1];
 //          cosine: final + (peak - final) * (1 + cos(pi t)) / 2
 //          polynomial: final + (peak - final) * (1 - t)^power;  constant: peak
+//          step: peak * step_factors[i] from epoch step_epochs[i] on (the last milestone reached;
+//                peak before the first), the MLPerf HPC CosmoFlow reference's schedule
+//                (x0.25 from epoch 32, x0.125 from 64: step_epochs [32, 64], step_factors [0.25, 0.125])
 // With W * S a whole number of steps this is the step-count form (step + 1) / (W * S) of the
 // warm-up and (global_step - W * S) / ((E - W) * S) of the decay.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hpcnn::train {
 
@@ -27,9 +31,11 @@ struct LrSchedule {
   std::string scaling = "linear";  // linear | sqrt | none
   double warmup_epochs = 0;
   double warmup_start = 0.0;     // fraction of the peak at the first step
-  std::string decay = "cosine";  // cosine | polynomial | constant
+  std::string decay = "cosine";  // cosine | polynomial | constant | step
   double power = 2.0;
   double final_lr = 0.0;
+  std::vector<double> step_epochs;   // decay step: increasing milestones, in epochs (x as above)
+  std::vector<double> step_factors;  // decay step: the peak's multiplier from each milestone on
 
   double peak(int64_t global_batch) const;
   // lr of optimizer step `step` of epoch `epoch` (both 0-based), with `steps_per_epoch` steps

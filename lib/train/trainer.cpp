@@ -25,6 +25,7 @@
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/proto_tensor.h"
+#include "nn/regression.h"
 #include "nn/threads.h"
 #include "onnx/compare.h"
 #include "onnx/costs.h"
@@ -170,8 +171,11 @@ class Trainer {
  private:
   struct EpochSums {
     double loss = 0, correct = 0, count = 0, seconds = 0;
+    double absolute_error = 0, values = 0;  // regression: sums over samples and targets
     bool polish = false;
   };
+
+  bool regression() const { return cfg_.task == "regression"; }
 
   // The model (from the checkpoint when resuming), identical on every rank. Running statistics
   // of BatchNormalization follow the global batch exactly (sync_batchnorm).
@@ -195,8 +199,8 @@ class Trainer {
     }
     model_ = std::make_unique<nn::Model>(loaded_.proto, cfg_.model, nn::ModelOptions{false, static_cast<unsigned>(cfg_.seed)});
     if (model_->input_names().size() != 1 || model_->output_names().empty())
-      throw_error(ErrorKind::unsupported,
-                  cfg_.model + ": dist-train needs a model with one input (images) and logits as its first output");
+      throw_error(ErrorKind::unsupported, cfg_.model + ": dist-train needs a model with one input (images) and " +
+                                              (regression() ? "its predictions" : "logits") + " as its first output");
     model_->set_batchnorm_statistics(nn::BatchNormStatistics::deferred);
     broadcast_weights(*model_, comm_);
     compare_checksums(*model_, comm_, "after the broadcast from rank 0");
@@ -228,9 +232,24 @@ class Trainer {
                  exchange_->layout().total, exchange_->layout().full, exchange_->bytes_per_step());
   }
 
+  // The data must carry what the task trains on: class labels, or float targets as wide as the
+  // model's output (checked before any step, so that nothing is written for a mismatch).
+  void check_task(const data::SampleSource& src, const std::string& labels_key) const {
+    if (regression()) {
+      if (src.target_width() == 0)
+        throw_error(ErrorKind::usage, "task regression trains on float targets: " + labels_key + " must name a float .npy [N, K] (" +
+                                          src.origin() + (src.has_labels() ? " has integer class labels)" : " has none)"));
+      measure::check_output_width(loaded_.proto, cfg_.model, src.target_width(), labels_key + " (" + src.origin() + ")");
+    } else if (src.target_width() > 0) {
+      throw_error(ErrorKind::usage, labels_key + " of " + src.origin() + " holds float regression targets, not class labels: set "
+                                    "\"task\": \"regression\" (or give integer labels)");
+    }
+  }
+
   void open_data() {
     train_src_ = data::open_configured(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
     measure::check_input_shape(loaded_.proto, cfg_.model, *train_src_);
+    check_task(*train_src_, "data.train_labels");
     if (cfg_.data.validation_samples > 0) {
       auto [train, validation] = data::split_validation(train_src_, cfg_.data.validation_samples);
       train_src_ = train;
@@ -241,6 +260,7 @@ class Trainer {
     if (!cfg_.data.test_images.empty()) {
       test_src_ = data::open_configured(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
       measure::check_input_shape(loaded_.proto, cfg_.model, *test_src_);
+      check_task(*test_src_, "data.test_labels");
     }
     data::LoaderOptions lo;
     lo.mode = data::LoaderMode::train;
@@ -320,20 +340,17 @@ class Trainer {
                                       static_cast<uint64_t>(global_step_ * cfg_.accumulation_steps + a)));
       auto out = model_->forward({batch->images}, nn::Mode::training);
       inject_fault(out.at(0));
-      nn::check_labels(batch->labels, out.at(0).dim(1),
-                       [&](int64_t n) { return loader_->source().locate(batch->indices[static_cast<size_t>(n)]); });
       Tensor grad;
-      const auto l = nn::softmax_cross_entropy(out.at(0), batch->labels, cfg_.label_smoothing, &grad);
-      if (!std::isfinite(l.loss))
-        throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loss is " + std::to_string(l.loss) +
+      const double loss = regression() ? regression_loss(out.at(0), *batch, sums, grad) : classification_loss(out.at(0), *batch, sums, grad);
+      if (!std::isfinite(loss))
+        throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loss is " + std::to_string(loss) +
                                               " at epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step + 1) +
                                               " (diverged: lower lr.base or check the data)");
       std::vector<Tensor> grads(out.size());
       grads[0] = grad;
       model_->backward(grads);
-      const double n = static_cast<double>(batch->labels.size());
-      sums.loss += l.loss * n;
-      sums.correct += static_cast<double>(l.correct1);
+      const double n = static_cast<double>(batch->images.dim(0));
+      sums.loss += loss * n;
       sums.count += n;
     }
     exchange_->exchange(model_->parameters(), cfg_.accumulation_steps);
@@ -341,6 +358,21 @@ class Trainer {
     optimizer_->step(model_->parameters(), exchange_->fused(), static_cast<float>(lr));
     sync_batchnorm();
     ++global_step_;
+  }
+
+  double classification_loss(const Tensor& logits, const data::Batch& batch, EpochSums& sums, Tensor& grad) const {
+    nn::check_labels(batch.labels, logits.dim(1),
+                     [&](int64_t n) { return loader_->source().locate(batch.indices[static_cast<size_t>(n)]); });
+    const auto l = nn::softmax_cross_entropy(logits, batch.labels, cfg_.label_smoothing, &grad);
+    sums.correct += static_cast<double>(l.correct1);
+    return l.loss;
+  }
+
+  double regression_loss(const Tensor& predictions, const data::Batch& batch, EpochSums& sums, Tensor& grad) const {
+    const nn::RegressionLoss l = nn::mean_squared_error(predictions, batch.targets, &grad);
+    sums.absolute_error += l.sums.absolute_error;
+    sums.values += l.sums.values;
+    return l.mse;
   }
 
   // The running statistics as one process training on the global batch would have them: each
@@ -372,8 +404,8 @@ class Trainer {
   // After an epoch: every rank holds the same weights (checked), the test evaluation, the
   // metrics line, the checkpoint.
   void end_epoch(int64_t epoch, EpochSums sums) {
-    double totals[3] = {sums.loss, sums.correct, sums.count};
-    comm_.allreduce_sum(totals, 3);
+    double totals[5] = {sums.loss, sums.correct, sums.count, sums.absolute_error, sums.values};
+    comm_.allreduce_sum(totals, 5);
     double secs_mean = sums.seconds;
     comm_.allreduce_sum(&secs_mean, 1);
     secs_mean /= world_;
@@ -384,31 +416,36 @@ class Trainer {
            {"step", global_step_},
            {"lr", cfg_.lr.at(epoch, steps_per_epoch_ - 1, steps_per_epoch_, cfg_.epochs, global_batch_)},
            {"train_loss", totals[2] ? totals[0] / totals[2] : 0.0},
-           {"train_accuracy", totals[2] ? totals[1] / totals[2] : 0.0},
+           {regression() ? "train_mae" : "train_accuracy",
+            regression() ? (totals[4] ? totals[3] / totals[4] : 0.0) : (totals[2] ? totals[1] / totals[2] : 0.0)},
            {"images_per_second", secs_mean > 0 ? totals[2] / secs_mean : 0.0},
            {"seconds", secs_mean},
            {"final_polish", sums.polish},
            {"bytes_exchanged_per_step", exchange_->bytes_per_step()}};
+    const char* metric = regression() ? "mae" : "accuracy";  // the one number per split in the log line
     if (validation_src_) {
       const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_), comm_, validation_src_));
       m["validation_loss"] = e.mean_loss;
-      m["validation_accuracy"] = e.top1;
+      m.update(measure::metrics_json(e, "validation_"));
+      m.erase("validation_top5");
       // The same sums on every rank, hence the same decision.
       early_stop_ = cfg_.stop_at_validation_accuracy > 0 && e.top1 > cfg_.stop_at_validation_accuracy;
     }
     if (test_src_) {
       const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_), comm_, test_src_));
       m["test_loss"] = e.mean_loss;
-      m["test_accuracy"] = e.top1;
-      m["test_top5"] = e.top5;
+      m.update(measure::metrics_json(e, "test_"));
     }
     if (rank_ == 0) {
-      spdlog::info(
-          "epoch {}/{}: train loss {:.4f} acc {:.4f}{}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg_.epochs,
-          m["train_loss"].get<double>(), m["train_accuracy"].get<double>(),
-          validation_src_ ? fmt::format(", validation acc {:.4f}", m["validation_accuracy"].get<double>()) : std::string(),
-          test_src_ ? fmt::format(", test acc {:.4f}", m["test_accuracy"].get<double>()) : std::string(),
-          m["images_per_second"].get<double>(), secs_mean);
+      auto split_metric = [&](const char* split) {
+        return fmt::format(", {} {} {:.4f}", split, regression() ? "mae" : "acc",
+                           m[std::string(split) + "_" + metric].get<double>());
+      };
+      spdlog::info("epoch {}/{}: train loss {:.4f} {} {:.4f}{}{}, {:.0f} images/s, {:.1f} s", epoch + 1, cfg_.epochs,
+                   m["train_loss"].get<double>(), regression() ? "mae" : "acc",
+                   m[regression() ? "train_mae" : "train_accuracy"].get<double>(),
+                   validation_src_ ? split_metric("validation") : std::string(),
+                   test_src_ ? split_metric("test") : std::string(), m["images_per_second"].get<double>(), secs_mean);
       if (early_stop_)
         spdlog::info("validation accuracy {:.4f} > {:.4f} (stop_at_validation_accuracy): stopping after epoch {}",
                      m["validation_accuracy"].get<double>(), cfg_.stop_at_validation_accuracy, epoch + 1);
@@ -472,8 +509,10 @@ class Trainer {
                  {"dense_bytes_per_step", exchange_->layout().full * sizeof(float)},
                  {"train_images_per_second", train_seconds_ > 0 ? images_total_ / train_seconds_ : 0.0},
                  {"seconds", total}};
-    for (const char* k :
-         {"train_loss", "train_accuracy", "validation_loss", "validation_accuracy", "test_loss", "test_accuracy", "test_top5"})
+    summary["task"] = cfg_.task;
+    for (const char* k : {"train_loss", "train_accuracy", "train_mae", "validation_loss", "validation_accuracy", "validation_mse",
+                          "validation_mae", "validation_mae_per_target", "test_loss", "test_accuracy", "test_top5", "test_mse",
+                          "test_mae", "test_mae_per_target"})
       if (last_.contains(k)) summary[k] = last_[k];
     return summary;
   }

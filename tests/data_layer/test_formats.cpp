@@ -1,6 +1,7 @@
 // Tests of data/dataset.h, data/source.h, data/decompress.h: IDX raw/gzip/huffgpu, CIFAR-10
 // binary, NPY images, the real Fashion-MNIST files, and clean errors for bad files.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 
 #include "data/cifar.h"
@@ -41,11 +42,15 @@ void check_source_matches(const SampleSource& src, const ImageSet& set) {
     int32_t label = -2;
     src.read(i, buf.data(), &label);
     const size_t n = set.sample.bytes();
-    const uint8_t* want = set.sample.type == PixelType::u8
-                              ? set.pixels_u8.data() + i * set.sample.numel()
-                              : reinterpret_cast<const uint8_t*>(set.pixels_f32.data() + i * set.sample.numel());
+    const uint8_t* want = static_cast<const uint8_t*>(set.pixels()) + static_cast<size_t>(i) * n;
     REQUIRE(std::memcmp(buf.data(), want, n) == 0);
     CHECK(label == (set.has_labels() ? set.labels[static_cast<size_t>(i)] : -1));
+    REQUIRE(src.target_width() == set.target_width);
+    if (set.target_width > 0) {
+      std::vector<float> t(static_cast<size_t>(set.target_width));
+      src.read_targets(i, t.data());
+      CHECK(std::equal(t.begin(), t.end(), set.targets.begin() + i * set.target_width));
+    }
   }
 }
 
@@ -234,6 +239,61 @@ TEST_CASE("data: NPY images (u8 NHW, f32 NHWC, f64 NCHW) and integer labels", "[
   CHECK_THAT(error_of([&] { load_images(dir.file("u8.npy"), dir.file("lbl3.npy")); }, ErrorKind::bad_input),
              Catch::Contains("lbl3.npy holds 3 labels") && Catch::Contains("u8.npy holds 4 images"));
   error_of([&] { FileSource(dir.file("u8.npy"), dir.file("lbl3.npy")); }, ErrorKind::bad_input);
+}
+
+TEST_CASE("data: NPY volumes (i16 NCDHW, f32 NDHWC) with float targets", "[data][npy][volume]") {
+  TempDir dir;
+  // 2 volumes of 4 channels x 2 x 3 x 2 int16 counts, values = their flat index.
+  std::vector<int16_t> counts(2 * 4 * 2 * 3 * 2);
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] = static_cast<int16_t>(i);
+  write_file(dir.file("v.npy"), npy_file("{'descr': '<i2', 'fortran_order': False, 'shape': (2, 4, 2, 3, 2), }", raw_bytes(counts)));
+  const std::vector<float> targets{0.5f, -0.25f, 1.0f, -1.0f, 0.125f, 0.0f};
+  write_file(dir.file("t.npy"), npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", raw_bytes(targets)));
+  const ImageSet a = load_images(dir.file("v.npy"), dir.file("t.npy"));
+  CHECK(a.count == 2);
+  CHECK(a.sample == SampleInfo{4, 3, 2, PixelType::i16, 2, 3});
+  CHECK(to_string(a.sample) == "4x2x3x2 i16");
+  CHECK(a.pixels_i16 == counts);
+  CHECK(!a.has_labels());
+  CHECK(a.target_width == 3);
+  CHECK(a.targets == targets);
+  check_source_matches(FileSource(dir.file("v.npy"), dir.file("t.npy")), a);
+  check_source_matches(InMemorySource(a), a);
+  // (N,) float targets: K = 1; f8 targets are rounded to f32.
+  write_file(dir.file("t1.npy"), npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
+                                          raw_bytes(std::vector<double>{0.1, -0.2})));
+  const ImageSet b = load_images(dir.file("v.npy"), dir.file("t1.npy"));
+  CHECK(b.target_width == 1);
+  CHECK(b.targets == std::vector<float>{0.1f, -0.2f});
+
+  // Channels last (N, D, H, W, C) becomes NCDHW: element (d, h, w, c) -> (c, d, h, w).
+  std::vector<float> dhwc(1 * 2 * 2 * 2 * 3);
+  for (size_t i = 0; i < dhwc.size(); ++i) dhwc[i] = static_cast<float>(i);
+  write_file(dir.file("dhwc.npy"), npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 2, 2, 3), }", raw_bytes(dhwc)));
+  const ImageSet c = load_images(dir.file("dhwc.npy"), "");
+  CHECK(c.sample == SampleInfo{3, 2, 2, PixelType::f32, 2, 3});
+  for (int ch = 0; ch < 3; ++ch)
+    for (int p = 0; p < 8; ++p) CHECK(c.pixels_f32[static_cast<size_t>(ch * 8 + p)] == static_cast<float>(p * 3 + ch));
+  check_source_matches(FileSource(dir.file("dhwc.npy"), ""), c);
+
+  // Errors: row count, NaN/Inf (naming the sample and target), an int16 file whose header says f4.
+  write_file(dir.file("t_short.npy"), npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3), }",
+                                               raw_bytes(std::vector<float>{1, 2, 3})));
+  CHECK_THAT(error_of([&] { load_images(dir.file("v.npy"), dir.file("t_short.npy")); }, ErrorKind::bad_input),
+             Catch::Contains("t_short.npy holds 1 target rows but") && Catch::Contains("v.npy holds 2 images"));
+  error_of([&] { FileSource(dir.file("v.npy"), dir.file("t_short.npy")); }, ErrorKind::bad_input);
+  std::vector<float> nan_targets = targets;
+  nan_targets[4] = std::nanf("");
+  write_file(dir.file("t_nan.npy"), npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", raw_bytes(nan_targets)));
+  CHECK_THAT(error_of([&] { load_images(dir.file("v.npy"), dir.file("t_nan.npy")); }, ErrorKind::bad_input),
+             Catch::Contains("t_nan.npy: target 1 of sample 1 is nan"));
+  write_file(dir.file("as_f4.npy"), npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4, 2, 3, 2), }", raw_bytes(counts)));
+  CHECK_THAT(error_of([&] { load_images(dir.file("as_f4.npy"), ""); }, ErrorKind::bad_input), Catch::Contains("as_f4.npy: offset"));
+  error_of([&] { FileSource(dir.file("as_f4.npy"), ""); }, ErrorKind::bad_input);
+  // Concatenated parts must agree in their targets.
+  CHECK_THAT(error_of([&] { load_images({dir.file("v.npy"), dir.file("v.npy")}, {dir.file("t.npy"), dir.file("t1.npy")}); },
+                      ErrorKind::bad_input),
+             Catch::Contains("has 1 targets per sample"));
 }
 
 TEST_CASE("data: read_npy_header reads the header and checks the data size only", "[data][npy]") {

@@ -49,3 +49,33 @@ TEST_CASE("evaluate matches top-k and loss from reference logits", "[nn]") {
                               hpcnn::ErrorKind::bad_input, " labels for ");
   hpcnn::testing::check_error([&] { nn::evaluate(model, images, labels, 0); }, hpcnn::ErrorKind::usage, "batch size");
 }
+
+TEST_CASE("mean squared error and MAE per target against the closed form", "[nn][regression]") {
+  // Predictions and targets [3, 2]: errors e = p - t.
+  Tensor p({3, 2}), t({3, 2});
+  const float pv[] = {0.5f, -1.0f, 0.25f, 0.0f, 1.0f, 2.0f}, tv[] = {0.0f, -0.5f, 0.25f, 1.0f, -1.0f, 2.5f};
+  std::copy(pv, pv + 6, p.data());
+  std::copy(tv, tv + 6, t.data());
+  const double e[] = {0.5, -0.5, 0.0, -1.0, 2.0, -0.5};
+  double sq = 0, ab = 0;
+  for (double v : e) sq += v * v, ab += std::abs(v);
+  Tensor g;
+  const nn::RegressionLoss l = nn::mean_squared_error(p, t, &g);
+  CHECK(l.mse == Approx(sq / 6).epsilon(1e-12));
+  CHECK(l.sums.absolute_error == Approx(ab).epsilon(1e-12));
+  CHECK(l.sums.absolute_error_per_target[0] == Approx(0.5 + 0.0 + 2.0).epsilon(1e-12));
+  CHECK(l.sums.absolute_error_per_target[1] == Approx(0.5 + 1.0 + 0.5).epsilon(1e-12));
+  for (int i = 0; i < 6; ++i) CHECK(g.data()[i] == Approx(2 * e[i] / 6).epsilon(1e-6));
+  // Sums add over batches; the result divides by samples (per target) and values (overall).
+  nn::EvalSums sums;
+  sums.regression = l.sums;
+  sums.count = 3;
+  const nn::EvalResult r = nn::eval_result(nn::EvalSums::from_flat(sums.flat(2), 2));
+  CHECK(r.targets == 2);
+  CHECK(r.mae == Approx(ab / 6).epsilon(1e-12));
+  CHECK(r.mse == Approx(sq / 6).epsilon(1e-12));
+  CHECK(r.mae_per_target[0] == Approx(2.5 / 3).epsilon(1e-12));
+  // Shapes that disagree are refused, naming both.
+  Tensor wide({3, 3});
+  CHECK_THROWS_WITH(nn::mean_squared_error(wide, t, nullptr), Catch::Contains("[3,3]") && Catch::Contains("[3,2]"));
+}

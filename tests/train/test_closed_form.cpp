@@ -7,7 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numbers>
+#include <vector>
 
 #include "core/error.h"
 #include "train/checkpoint.h"
@@ -67,6 +69,33 @@ TEST_CASE("cosine and polynomial decay after the warm-up", "[train][schedule]") 
   CHECK(c.at(3, 0, 8, 5, 256) == Approx((peak + fin) / 2).epsilon(1e-13));
   // Without warm-up the first step is the peak.
   CHECK(schedule("none", 0, "cosine").at(0, 0, 8, 5, 256) == Approx(peak).epsilon(1e-15));
+}
+
+TEST_CASE("step decay: the MLPerf CosmoFlow schedule", "[train][schedule]") {
+  // Peak 0.001 * 8 / 64 after 4 warm-up epochs; x0.25 from epoch 32, x0.125 from epoch 64.
+  LrSchedule s;
+  s.base = 0.001;
+  s.base_batch = 64;
+  s.warmup_epochs = 4;
+  s.decay = "step";
+  s.step_epochs = {32, 64};
+  s.step_factors = {0.25, 0.125};
+  s.validate();
+  const double peak = 0.001 * 8 / 64;
+  CHECK(s.at(3, 9, 10, 128, 8) == Approx(peak).epsilon(1e-15));  // the last warm-up step reaches the peak
+  CHECK(s.at(31, 9, 10, 128, 8) == Approx(peak).epsilon(1e-15));
+  CHECK(s.at(32, 0, 10, 128, 8) == Approx(peak * 0.25).epsilon(1e-15));
+  CHECK(s.at(63, 9, 10, 128, 8) == Approx(peak * 0.25).epsilon(1e-15));
+  CHECK(s.at(64, 0, 10, 128, 8) == Approx(peak * 0.125).epsilon(1e-15));
+  CHECK(s.at(127, 9, 10, 128, 8) == Approx(peak * 0.125).epsilon(1e-15));
+  // Milestones and factors must pair up, increase, and be positive.
+  for (auto edit : std::vector<std::function<void(LrSchedule&)>>{
+           [](LrSchedule& t) { t.step_factors = {0.25}; }, [](LrSchedule& t) { t.step_epochs = {64, 32}; },
+           [](LrSchedule& t) { t.step_factors = {0.25, 0}; }, [](LrSchedule& t) { t.step_epochs = t.step_factors = {}; }}) {
+    LrSchedule bad = s;
+    edit(bad);
+    CHECK_THROWS_AS(bad.validate(), hpcnn::Error);
+  }
 }
 
 TEST_CASE("the schedule follows the fraction of training done, whatever the steps per epoch", "[train][schedule]") {

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "bn/polish.h"
@@ -73,7 +75,8 @@ int main(int argc, char** argv) {
             ->check(hpcnn::tool::positive_number)
             ->group("Training data");
         app.add_flag("--test-accuracy", test_accuracy,
-                     "Also report the test accuracy before and after (the --config's data.test_*)");
+                     "Also report the test accuracy before and after (the --config's data.test_*; for regression "
+                     "targets the mse, mae and mae_per_target instead)");
         hpcnn::tool::add_model_output_flags(app, out);
       },
       [&](const hpcnn::tool::Context&) {
@@ -107,6 +110,7 @@ int main(int argc, char** argv) {
         po.batch_size = batch_size;
         po.normalise.mean = td.augmentation.mean;
         po.normalise.std = td.augmentation.std;
+        po.normalise.log1p = td.augmentation.log1p;
         const hpcnn::bn::PolishResult r =
             hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -131,19 +135,24 @@ int main(int argc, char** argv) {
                        {"forward_samples", r.samples * r.passes},
                        {"seconds", secs},
                        {"world_size", comm->size()},
-                       {"variance", "population: sum (x - mean)^2 / n, n = samples * H * W"}};
+                       {"variance", "population: sum (x - mean)^2 / n, n = samples * spatial positions (H * W, D * H * W)"}};
         ordered_json layers = ordered_json::array();
         for (const auto& s : r.layers) layers.push_back(layer_json(s));
         j["layers"] = layers;
         if (test_accuracy) {
           comm->barrier();  // the output is written
           const auto after = test_accuracy_of(output);
-          j["test_accuracy_before"] = before["test_accuracy"];
-          j["test_accuracy_after"] = after["test_accuracy"];
-          j["test_loss_before"] = before["test_loss"];
-          j["test_loss_after"] = after["test_loss"];
-          spdlog::info("test accuracy {:.4f} -> {:.4f}", before["test_accuracy"].get<double>(),
-                       after["test_accuracy"].get<double>());
+          // Classification: test_accuracy / test_loss; regression data: test_mse / test_mae / test_mae_per_target.
+          const bool regression = before.contains("mae");
+          for (const char* k : regression ? std::vector<const char*>{"mse", "mae", "mae_per_target"}
+                                          : std::vector<const char*>{"test_accuracy", "test_loss"}) {
+            const std::string name = regression ? std::string("test_") + k : std::string(k);
+            j[name + "_before"] = before[k];
+            j[name + "_after"] = after[k];
+          }
+          const char* headline = regression ? "mae" : "test_accuracy";
+          spdlog::info("test {} {:.4f} -> {:.4f}", regression ? "mae" : "accuracy", before[headline].get<double>(),
+                       after[headline].get<double>());
         }
         if (comm->rank() == 0) report.write(j.dump(2) + "\n");
         return 0;

@@ -64,6 +64,7 @@ measure::SensitivityOptions first_batches_options(const TrainingData& d, int64_t
   so.batch_size = batch_size;
   so.normalise.mean = d.augmentation.mean;
   so.normalise.std = d.augmentation.std;
+  so.normalise.log1p = d.augmentation.log1p;
   return so;
 }
 
