@@ -344,9 +344,6 @@ json run_sparsify(const SparsifyOptions& o) {
     json data_info;
     if (o.init == Init::data) {
       if (!o.input_moment) throw_error(ErrorKind::usage, "--init data needs training data (--config or --data)");
-      if (s.spatial.size() != 2)
-        throw_error(ErrorKind::unsupported, "--init data measures 4-D [N, C, H, W] feature maps only; '" + s.x + "', read by " +
-                                                g.describe(s.flatten) + ", is 5-D [N, C, D, H, W]: use --init svd or random");
       std::tie(sigma, data_info) = o.input_moment(s.x, s.C);
     }
     if (o.structure == Structure::channel) {

@@ -20,7 +20,7 @@
 // values whose shapes change are dropped.
 //
 // Errors: ErrorKind::unsupported when no pattern is found (or the named layer is not one,
-// saying why), and for Init::data on a 5-D X (the second moment is measured on 4-D maps only);
+// saying why);
 // ErrorKind::usage for a rank outside [1, C) ([1, P) spatial) unless allow_full_rank, or a
 // compression no rank reaches; model errors as onnx/model.h.
 #pragma once
@@ -48,7 +48,7 @@ struct SparsifyOptions {
   Structure structure = Structure::channel;
   std::optional<int64_t> spatial_width;  // k outputs per channel (spatial structure)
   Init init = Init::svd;
-  // Init::data: called once the layer is found, with the name of its 4-D input value (5-D: refused) and its channel
+  // Init::data: called once the layer is found, with the name of its 4-D or 5-D input value and its channel
   // count; returns the channels' second moment [C, C] (measure/channel_moments.h; the tool wires it,
   // so that fcl needs no engine) and a JSON description for the report.
   std::function<std::pair<std::vector<double>, nlohmann::ordered_json>(const std::string& value, int64_t channels)> input_moment;

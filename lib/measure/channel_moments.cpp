@@ -32,12 +32,15 @@ ChannelMoment channel_second_moment(const onnx::ModelProto& proto, const std::st
     if (!batch) throw_error(ErrorKind::bad_input, samples->origin() + ": the loader ended before batch " + std::to_string(b));
     if (b % comm.size() != comm.rank()) continue;
     const Tensor x = to_layout(model.forward({batch->images}, nn::Mode::inference).at(out), Layout::plain);
-    if (x.rank() != 4) throw_error(ErrorKind::bad_input, "'" + value + "' of " + origin + " is not a 4-D [N, C, H, W] tensor");
+    if (x.rank() != 4 && x.rank() != 5)
+      throw_error(ErrorKind::bad_input,
+                  "'" + value + "' of " + origin + " is not a 4-D [N, C, H, W] or 5-D [N, C, D, H, W] tensor");
     if (C < 0) {
       C = x.dim(1);
       sums.assign(static_cast<size_t>(C * C), 0.0);
     }
-    const int64_t HW = x.dim(2) * x.dim(3);
+    int64_t HW = 1;  // positions per channel: H * W, or D * H * W
+    for (int64_t a = 2; a < x.rank(); ++a) HW *= x.dim(a);
     const float* d = x.data();
     for (int64_t i = 0; i < x.dim(0); ++i)
       for (int64_t c = 0; c < C; ++c)

@@ -148,6 +148,28 @@ def test_two_ranks_equal_one_rank_on_the_same_global_batch(tmp_path):
     assert not np.allclose(runs[1]["c1.w"], start["c1.w"])  # training did move the weights
 
 
+def test_compressed_volumes_and_a_validation_split(tmp_path):
+    """Volumes and targets compressed by huffgpu-encode train to the same weights as the raw files
+    (decoded when loaded), and a validation split held out of them reports validation_mse/mae."""
+    runs = {}
+    for name in ("raw", "huf"):
+        d = tmp_path / name
+        d.mkdir()
+        files = data(d)
+        if name == "huf":
+            for key in ("train_images", "train_labels"):
+                H.run("huffgpu-encode", "-T", "1", files[key])
+                files[key] += ".huf"
+        files["validation_samples"] = 16
+        s = ok(dist_train("--config", config(d, data=files, epochs=1, deterministic=True)))
+        assert s["validation_mae"] > 0 and len(s["validation_mae_per_target"]) == 4 and "validation_accuracy" not in s
+        runs[name] = weights(d / "trained.onnx")
+    for k in runs["raw"]:
+        np.testing.assert_array_equal(runs["huf"][k], runs["raw"][k], err_msg=k)
+    raw, huf = tmp_path / "huf" / "train_v.npy", tmp_path / "huf" / "train_v.npy.huf"
+    assert os.path.getsize(huf) < 0.6 * os.path.getsize(raw)  # int16 counts of a few units compress well
+
+
 def test_bn_polish_on_a_3d_model_with_regression_targets(tmp_path):
     """bn-polish re-estimates a 5-D BatchNorm's statistics (population moments over N, D, H, W of
     the log1p-normalised training volumes, as onnxruntime computes the BN input) and reports the
