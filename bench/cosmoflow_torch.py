@@ -9,6 +9,8 @@ CPU, numpy, onnx, onnxruntime; see configs/cosmoflow/README.md).
                                     (scripts/data/cosmo_volumes.py); one JSON line per epoch on stdout
   throughput                        training samples/s at batch 4 and 16, 1 and 2 threads,
                                     channels_last_3d, 32^3 and 64^3 models; peak RSS; JSON lines
+  step [--size 128 --batch 1]       the time of one training step (after --warmup steps; median of
+                                    --steps), channels_last_3d; peak RSS; one JSON line
 
 The module's parameter names are the ONNX initializer names (conv1.weight, ..., fc3.bias).
 """
@@ -219,17 +221,53 @@ def cmd_throughput(a):
                     F.mse_loss(m(x), y).backward()
                     opt.step()
                 step()  # warm-up (oneDNN primitive creation)
-                n, t0 = 0, time.perf_counter()
+                n, t0, c0 = 0, time.perf_counter(), time.process_time()
                 while n < a.min_steps or time.perf_counter() - t0 < a.seconds:
                     step()
                     n += 1
                 secs = time.perf_counter() - t0
+                cpu = time.process_time() - c0
                 r = {"size": size, "kernel": a.kernel, "threads": threads, "batch": batch, "steps": n,
                      "samples_per_second": round(n * batch / secs, 3),
+                     "samples_per_cpu_s": round(n * batch / cpu, 3) if cpu > 0 else 0.0,
                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                      "memory_format": "channels_last_3d", "torch": torch.__version__}
                 rows.append(r)
                 print(json.dumps(r), flush=True)
+    return 0
+
+
+def cmd_step(a):
+    """One case per process, for bench/bench_cosmoflow.sh's real-shape rows (128^3): step times in ms."""
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    fmt = torch.channels_last_3d
+    m = CosmoFlow(a.size, a.kernel).to(memory_format=fmt)
+    opt = torch.optim.SGD(m.parameters(), lr=1e-4, momentum=0.9)
+    x = torch.randn(a.batch, 4, a.size, a.size, a.size).to(memory_format=fmt)
+    y = torch.rand(a.batch, 4) * 2 - 1
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    for _ in range(a.warmup):
+        step()
+    ms = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        loss = step()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    ms_sorted = sorted(ms)
+    print(json.dumps({"engine": "torch", "size": a.size, "kernel": a.kernel, "threads": torch.get_num_threads(),
+                      "batch": a.batch, "warmup": a.warmup, "steps": a.steps, "step_ms": [round(v, 2) for v in ms],
+                      "step_ms_median": round(ms_sorted[len(ms) // 2], 2),
+                      "samples_per_second": round(a.batch * 1e3 / ms_sorted[len(ms) // 2], 4), "loss": loss,
+                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                      "memory_format": "channels_last_3d", "torch": torch.__version__}), flush=True)
     return 0
 
 
@@ -267,8 +305,15 @@ def main():
     p.add_argument("--kernel", type=int, default=3)
     p.add_argument("--seconds", type=float, default=3.0, help="time each case for at least this long")
     p.add_argument("--min-steps", type=int, default=2)
+    s = sub.add_parser("step", help="time of one training step (median), one case; peak RSS")
+    s.add_argument("--size", type=int, default=128)
+    s.add_argument("--kernel", type=int, default=3)
+    s.add_argument("--batch", type=int, default=1)
+    s.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
+    s.add_argument("--warmup", type=int, default=1)
+    s.add_argument("--steps", type=int, default=3)
     a = ap.parse_args()
-    return {"check": cmd_check, "train": cmd_train, "throughput": cmd_throughput}[a.cmd](a)
+    return {"check": cmd_check, "train": cmd_train, "throughput": cmd_throughput, "step": cmd_step}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@
 #   polish    mpirun -np N bn-polish
 #   report    scripts/pipeline_report.py: report.json, report.md and the plots (matplotlib)
 # Every model is evaluated (dist-train --evaluate, one process: test accuracy and loss, parameters,
-# MACs, inference images/s). Outputs go to the run folder (run_dir); a rerun skips each step whose
+# MACs, inference images/s; a regression configuration ("task": "regression"): test MAE and MSE,
+# and the prune loop keeps the validation MAE within prune.mae_increase). Outputs go to the run folder (run_dir); a rerun skips each step whose
 # output exists and is newer than its inputs and CONFIG, as make does (delete a step's folder to
 # redo it). Each command is echoed to RUN/pipeline.log and stderr; with -q stderr gets one line
 # per step. A failing step stops the pipeline with its exit status, earlier outputs kept.
@@ -137,7 +138,8 @@ import json, sys
 rows = [json.loads(x) for x in open(sys.argv[1]) if x.strip()]
 last, total = rows[-1], int(sys.argv[2])
 left = (total - last["epoch"]) * sum(r["seconds"] for r in rows) / len(rows)
-acc = next((f"{k.split('_')[0]} accuracy {100 * last[k]:.2f}%" for k in ("test_accuracy", "validation_accuracy") if k in last), "")
+acc = next((f"{k.split('_')[0]} accuracy {100 * last[k]:.2f}%" for k in ("test_accuracy", "validation_accuracy") if k in last),
+           next((f"{k.split('_')[0]} MAE {last[k]:.4f}" for k in ("test_mae", "validation_mae") if k in last), ""))
 print(f"epoch {last['epoch']}/{total}, {acc}, about {left / 60:.0f} min left" if left >= 90 else
       f"epoch {last['epoch']}/{total}, {acc}, under 2 min left")
 PY
@@ -159,7 +161,7 @@ evaluate() {
   e="$(q "$dist_train") --config $(q "$run/train.json") --threads 0 --evaluate $(q "$model")"
   step "eval-$name" "$run/eval/$name.json" "$model" -- \
     "mkdir -p $(q "$run/eval") && $e > $(q "$run/eval/$name.1.json") && $e > $(q "$run/eval/$name.2.json") && $(q "$py") -c 'import json,shutil,sys; a,b,o=sys.argv[1:]; shutil.copy(max((a,b), key=lambda f: json.load(open(f))[\"images_per_second\"]), o)' $(q "$run/eval/$name.1.json") $(q "$run/eval/$name.2.json") $(q "$run/eval/$name.json") && rm -f $(q "$run/eval/$name.1.json") $(q "$run/eval/$name.2.json")"
-  "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'pipeline: {sys.argv[2]}: test accuracy {100*d[\"test_accuracy\"]:.2f}%, {d[\"parameters\"]:,} parameters, {d[\"macs\"]:,} MACs, {d[\"images_per_second\"]:.0f} images/s')" \
+  "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); m=f'test MAE {d[\"mae\"]:.4f}, MSE {d[\"mse\"]:.4f}' if 'mae' in d else f'test accuracy {100*d[\"test_accuracy\"]:.2f}%'; print(f'pipeline: {sys.argv[2]}: {m}, {d[\"parameters\"]:,} parameters, {d[\"macs\"]:,} MACs, {d[\"images_per_second\"]:.0f} images/s')" \
     "$run/eval/$name.json" "$name" | tee -a "$log_file" >&2
 }
 
@@ -226,7 +228,7 @@ evaluate train "$t/model.onnx"
 # 4. Pruning: the automatic loop (prune-rate with data-driven thresholds, fine-tuning each candidate).
 p=$run/2-prune
 step prune "$p/final.onnx" "$t/model.onnx" -- \
-  "HPCNN_BIN=$(q "$bin") python3 $(q "$here/scripts/prune_loop.py") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs --accuracy-drop $prune_drop --margin $prune_margin --validation $validation --seed $seed$loop_args"
+  "HPCNN_BIN=$(q "$bin") python3 $(q "$here/scripts/prune_loop.py") $(q "$t/model.onnx") --config $(q "$run/train.json") --out $(q "$p") -f --iterations $prune_iterations --ranks $ranks --finetune-epochs $prune_epochs $prune_measure --margin $prune_margin --validation $validation --seed $seed$loop_args"
 evaluate prune "$p/final.onnx"
 
 # 5. The structured sparse first FC layer, then fine-tuning (sparsify.enabled: auto skips a model

@@ -18,7 +18,7 @@ SCHEMA = {
     "compress_data": (bool, True),
     "train": (dict, {"epochs": (int, 0), "set": (list, [])}),
     "prune": (dict, {"iterations": (int, 6), "finetune_epochs": (int, 2), "accuracy_drop": (float, 0.3),
-                     "margin": (float, 0.1), "keep": (list, []), "finetune_lr": (float, 0.0)}),
+                     "mae_increase": (float, 0.05), "margin": (float, 0.1), "keep": (list, []), "finetune_lr": (float, 0.0)}),
     "sparsify": (dict, {"enabled": ("auto", "auto"), "compression": (float, 20.0), "init": (str, "data"),
                         "finetune_epochs": (int, 2)}),
     "polish": (dict, {"enabled": ("auto", "auto"), "samples": (int, 0)}),
@@ -98,6 +98,22 @@ def main():
         except json.JSONDecodeError as e:
             fail(f"{c['train_config']}: not JSON: {e.msg} at line {e.lineno}")
     data = train.get("data", {})
+    # The task (dist-train's "task", possibly set by train.set): a regression run's prune loop keeps
+    # the validation MAE within prune.mae_increase, a classification run's accuracy within
+    # prune.accuracy_drop; the other key is an error when given.
+    task = train.get("task", "classification") if isinstance(train, dict) else "classification"
+    for s in c["train"]["set"]:
+        if s.split("=", 1)[0].strip() == "task":
+            task = s.split("=", 1)[1].strip().strip('"')
+    given = raw.get("prune", {})
+    if task == "regression" and "accuracy_drop" in given:
+        fail(f"{path}: 'prune.accuracy_drop' is a classification key; {c['train_config']} has \"task\": \"regression\" "
+             "(there is no accuracy): 'prune.mae_increase' sets the allowed relative increase of the validation MAE")
+    if task != "regression" and "mae_increase" in given:
+        fail(f"{path}: 'prune.mae_increase' is a regression key; {c['train_config']} is a classification configuration "
+             "(no \"task\": \"regression\"): 'prune.accuracy_drop' sets the allowed drop of validation accuracy")
+    if c["prune"]["mae_increase"] <= -1:
+        fail(f"{path}: 'prune.mae_increase' must be > -1 (a relative change of the validation MAE)")
     run = c["run_dir"] or os.path.join("out", "pipeline", os.path.splitext(os.path.basename(path))[0])
     model = c["model"] or train.get("model", "")
     if not model:
@@ -112,6 +128,9 @@ def main():
         "compress": int(c["compress_data"]), "train_epochs": epochs,
         "prune_iterations": c["prune"]["iterations"], "prune_epochs": c["prune"]["finetune_epochs"],
         "prune_drop": c["prune"]["accuracy_drop"], "prune_margin": c["prune"]["margin"],
+        "task": "regression" if task == "regression" else "classification",
+        "prune_measure": f"--mae-increase {c['prune']['mae_increase']}" if task == "regression"
+        else f"--accuracy-drop {c['prune']['accuracy_drop']}",
         "prune_lr": c["prune"]["finetune_lr"],
         "fcl_compression": c["sparsify"]["compression"], "fcl_init": c["sparsify"]["init"],
         "fcl_epochs": c["sparsify"]["finetune_epochs"], "polish_samples": c["polish"]["samples"],

@@ -4,6 +4,13 @@ RUN/kept_channels.png (per-layer output channels before and after pruning) and
 RUN/accuracy_vs_params.png (test accuracy against parameters across the steps). It also runs the
 final model in onnxruntime over the test set and records its accuracy beside dist-train's.
 
+A regression run (the training configuration's "task": "regression": float targets, MSE loss)
+reports the test MAE and MSE where a classification run reports accuracy and loss: the table, the
+summary, the curves (validation / test MAE), RUN/mae_vs_params.png in place of
+accuracy_vs_params.png, and the onnxruntime check (its test MAE on the volumes normalised as the
+configuration says: log1p, mean, std; 5-D [N, C, D, H, W] or channels-last) beside dist-train's,
+within a relative 1e-4.
+
   .venv/bin/python scripts/pipeline_report.py RUN [--bin build/tools] [--pipeline-seconds S]
 """
 import argparse
@@ -86,9 +93,9 @@ def read_images(path, bin_dir):
         a = np.load(io.BytesIO(data), allow_pickle=False)
         if a.ndim == 3:
             a = a[:, None]
-        elif a.ndim == 4 and a.shape[3] in (1, 3, 4) and a.shape[1] not in (1, 3, 4):
-            a = a.transpose(0, 3, 1, 2)
-        elif a.ndim != 4:
+        elif a.ndim in (4, 5) and a.shape[-1] in (1, 3, 4) and a.shape[1] not in (1, 3, 4):
+            a = np.moveaxis(a, -1, 1)  # channels-last images [N, H, W, C] or volumes [N, D, H, W, C]
+        elif a.ndim not in (4, 5):
             raise ValueError(f"{path}: images of shape {a.shape}")
         return (a if a.dtype == np.uint8 else a.astype(np.float32)), None
     if name.endswith(".bin"):
@@ -104,24 +111,40 @@ def read_labels(path, bin_dir):
     return read_idx(data).astype(np.int64)
 
 
-def normalised(images, mean, std):
-    """(x / 255 for uint8 pixels - mean[c]) / std[c], one value or one per channel (data/augment.h)."""
+def read_targets(path, bin_dir):
+    """Regression targets: a float .npy [N, K] (or [N]), possibly compressed, as float64."""
+    data, _ = file_bytes(path, bin_dir)
+    t = np.load(io.BytesIO(data), allow_pickle=False).astype(np.float64)
+    return t.reshape(len(t), -1)
+
+
+def normalised(images, mean, std, log1p=False):
+    """(v - mean[c]) / std[c], one value or one per channel (data/augment.h), v = x / 255 for uint8
+    pixels, x as stored for others; log(1 + x) for any type with log1p. Images [N, C, H, W] or
+    volumes [N, C, D, H, W]."""
     c = images.shape[1]
-    m = np.asarray(mean if len(mean) > 1 else mean * c, np.float32).reshape(1, c, 1, 1)
-    s = np.asarray(std if len(std) > 1 else std * c, np.float32).reshape(1, c, 1, 1)
+    shape = (1, c) + (1,) * (images.ndim - 2)
+    m = np.asarray(mean if len(mean) > 1 else mean * c, np.float32).reshape(shape)
+    s = np.asarray(std if len(std) > 1 else std * c, np.float32).reshape(shape)
     x = images.astype(np.float32)
-    if images.dtype == np.uint8:
+    if log1p:
+        x = np.log1p(x)
+    elif images.dtype == np.uint8:
         x = x / np.float32(255)
     return ((x - m) / s).astype(np.float32)
 
 
 def onnxruntime_accuracy(model, cfg, bin_dir):
-    """(test accuracy in onnxruntime, None), or (None, why the check was skipped)."""
+    """(test accuracy in onnxruntime, None), or (None, why the check was skipped). Regression: the
+    test MAE and MSE ({"mae", "mse"}) in place of the accuracy."""
+    regression = cfg.get("task") == "regression"
     images, labels = read_images(cfg["data"]["test_images"], bin_dir)
-    if labels is None:
+    if regression:
+        labels = read_targets(cfg["data"]["test_labels"], bin_dir)
+    elif labels is None:
         labels = read_labels(cfg["data"]["test_labels"], bin_dir)
     aug = cfg.get("augmentation", {})
-    x = normalised(images, aug.get("mean") or [0.0], aug.get("std") or [1.0])
+    x = normalised(images, aug.get("mean") or [0.0], aug.get("std") or [1.0], bool(aug.get("log1p")))
     so = ort.SessionOptions()
     so.log_severity_level = 3
     try:
@@ -133,6 +156,10 @@ def onnxruntime_accuracy(model, cfg, bin_dir):
         # 1.23 reads up to 11): the tools read it, the independent check cannot.
         return None, f"skipped: onnxruntime {ort.__version__} cannot read the model ({str(e).strip()})"
     name = sess.get_inputs()[0].name
+    if regression:
+        err = np.concatenate([sess.run(None, {name: x[i:i + 500]})[0].astype(np.float64).reshape(len(x[i:i + 500]), -1)
+                              for i in range(0, len(x), 500)]) - labels
+        return {"mae": float(np.abs(err).mean()), "mse": float((err ** 2).mean())}, None
     correct = 0
     for i in range(0, len(x), 500):
         logits = sess.run(None, {name: x[i:i + 500]})[0]
@@ -173,6 +200,7 @@ def main():
     a = ap.parse_args()
     run = a.run
     cfg = load(os.path.join(run, "train.json"))
+    regression = cfg.get("task") == "regression"
     steps, skipped = [], []
     for name, rel, what in STEPS:
         e = load(os.path.join(run, "eval", f"{name}.json"))
@@ -184,10 +212,12 @@ def main():
             continue
         if e is None:
             continue
+        # dist-train --evaluate's measures: test accuracy and loss; regression: test mae, mse, mae_per_target
+        measures = {"test_mae": e["mae"], "test_mse": e["mse"], "test_mae_per_target": e["mae_per_target"]} if regression \
+            else {"test_accuracy": e["test_accuracy"], "test_loss": e["test_loss"]}
         steps.append({"step": name, "what": what, "model": os.path.join(run, rel), "command": s.get("command"),
                       "seconds": s.get("seconds"), "parameters": e["parameters"], "macs": e["macs"],
-                      "model_bytes": e["model_bytes"], "test_accuracy": e["test_accuracy"], "test_loss": e["test_loss"],
-                      "images_per_second": e["images_per_second"]})
+                      "model_bytes": e["model_bytes"], **measures, "images_per_second": e["images_per_second"]})
     data = []
     for path in sorted(glob.glob(os.path.join(run, "steps", "data-*.json"))):
         s = load(path)
@@ -208,12 +238,17 @@ def main():
     check = {}
     if final:
         accuracy, skipped_why = onnxruntime_accuracy(final["model"], cfg, a.bin)
-        check = {"model": final["model"], "onnxruntime_test_accuracy": accuracy,
-                 "dist_train_test_accuracy": final["test_accuracy"]}
+        if regression:
+            check = {"model": final["model"], "onnxruntime_test_mae": accuracy and accuracy["mae"],
+                     "onnxruntime_test_mse": accuracy and accuracy["mse"],
+                     "dist_train_test_mae": final["test_mae"], "dist_train_test_mse": final["test_mse"]}
+        else:
+            check = {"model": final["model"], "onnxruntime_test_accuracy": accuracy,
+                     "dist_train_test_accuracy": final["test_accuracy"]}
         if skipped_why:
             print(f"pipeline_report: warning: the onnxruntime check is {skipped_why}", file=sys.stderr)
             check = {"model": final["model"], "skipped": skipped_why}
-    report = {"run": os.path.abspath(run), "steps": steps, "skipped": skipped, "data": data, "settings": settings,
+    report = {"run": os.path.abspath(run), "task": "regression" if regression else "classification", "steps": steps, "skipped": skipped, "data": data, "settings": settings,
               "onnxruntime_check": check, "pipeline_seconds": a.pipeline_seconds}
     prune_summary = load(os.path.join(run, "2-prune", "summary.json"))
     skipped_names = {x["step"] for x in skipped}
@@ -241,7 +276,8 @@ def main():
         if not m:
             continue
         xs = [x0 + x["epoch"] for x in m]
-        acc = [100 * x.get(f"{split}_accuracy", float("nan")) for x in m]
+        acc = [x.get(f"{split}_mae", float("nan")) for x in m] if regression else \
+            [100 * x.get(f"{split}_accuracy", float("nan")) for x in m]
         ax[0].plot(xs, acc, marker="o", color=colour, label=f"{label} ({split})" if label else None)
         ax[1].plot(xs, [x["train_loss"] for x in m], marker="o", color=colour, label=f"{label}: train" if label else None)
         if f"{split}_loss" in m[0]:
@@ -250,7 +286,7 @@ def main():
         for a in ax:
             a.axvline(x0 + 0.5, color="grey", alpha=0.2)
         x0 = xs[-1]
-    for a, name in zip(ax, ("accuracy (%)", "loss")):
+    for a, name in zip(ax, ("MAE" if regression else "accuracy (%)", "loss (MSE)" if regression else "loss")):
         a.set_xlabel("epoch (all phases, in order)")
         a.set_ylabel(name)
         a.legend(fontsize=7)
@@ -278,28 +314,36 @@ def main():
     with open(os.path.join(run, "report.json"), "w") as f:
         json.dump(report, f, indent=1)
 
+    # The test measure of each step: accuracy (%), or the MAE of a regression run.
+    measure = (lambda s: s["test_mae"]) if regression else (lambda s: 100 * s["test_accuracy"])  # noqa: E731
+    shown = (lambda s: f"MAE {s['test_mae']:.4g}") if regression else (lambda s: f"{100 * s['test_accuracy']:.2f}%")  # noqa: E731
+    plot_name = "mae_vs_params.png" if regression else "accuracy_vs_params.png"
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    ax.plot([s["parameters"] for s in steps], [100 * s["test_accuracy"] for s in steps], "-o")
+    ax.plot([s["parameters"] for s in steps], [measure(s) for s in steps], "-o")
     run_length = 0
     for i, s in enumerate(steps):
         # Steps at the same size (sparsify, fine-tuning, polishing) would print over each other:
         # each further one at the same parameter count goes a line lower.
         run_length = run_length + 1 if i > 0 and steps[i - 1]["parameters"] == s["parameters"] else 0
-        ax.annotate(f"{s['step']} {100 * s['test_accuracy']:.2f}%", (s["parameters"], 100 * s["test_accuracy"]),
+        ax.annotate(f"{s['step']} {shown(s)}", (s["parameters"], measure(s)),
                     textcoords="offset points", xytext=(6, 5 - 11 * run_length), fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("parameters (log scale)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title("the pipeline's steps: accuracy against size")
+    ax.set_ylabel("test MAE (lower is better)" if regression else "test accuracy (%)")
+    ax.set_title(f"the pipeline's steps: {'MAE' if regression else 'accuracy'} against size")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(os.path.join(run, "accuracy_vs_params.png"), dpi=110)
+    fig.savefig(os.path.join(run, plot_name), dpi=110)
     plt.close(fig)
 
     # Markdown and the short terminal summary.
-    head = "| step | model | parameters | MACs | file | test accuracy | test loss | images/s | wall time |\n|---|---|---|---|---|---|---|---|---|\n"
+    columns = ("test MAE", "test MSE") if regression else ("test accuracy", "test loss")
+    head = (f"| step | model | parameters | MACs | file | {columns[0]} | {columns[1]} | images/s | wall time |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
+    cells = (lambda s: f"{s['test_mae']:.4f} | {s['test_mse']:.4f}") if regression else \
+        (lambda s: f"{100 * s['test_accuracy']:.2f}% | {s['test_loss']:.4f}")  # noqa: E731
     rows = "".join(f"| {s['step']} | {s['what']} | {s['parameters']:,} | {s['macs']:,} | {s['model_bytes'] / 1e6:.2f} MB | "
-                   f"{100 * s['test_accuracy']:.2f}% | {s['test_loss']:.4f} | {s['images_per_second']:,.0f} | "
+                   f"{cells(s)} | {s['images_per_second']:,.0f} | "
                    f"{wall(s['seconds'])} |\n" for s in steps)
     md = [f"# Pipeline run {os.path.abspath(run)}\n", head + rows]
     for x in skipped:
@@ -310,21 +354,36 @@ def main():
                       f"{d['key']} {d['source_bytes']:,} -> {d['shard_bytes']:,} bytes" for d in data) + "\n")
     if check.get("skipped"):
         md.append(f"\nonnxruntime on the final model: {check['skipped']}\n")
+    elif check and regression:
+        md.append(f"\nonnxruntime on the final model: test MAE {check['onnxruntime_test_mae']:.6f}, MSE "
+                  f"{check['onnxruntime_test_mse']:.6f} (dist-train: MAE {check['dist_train_test_mae']:.6f}, MSE "
+                  f"{check['dist_train_test_mse']:.6f})\n")
     elif check:
         md.append(f"\nonnxruntime on the final model: test accuracy {100 * check['onnxruntime_test_accuracy']:.2f}% "
                   f"(dist-train: {100 * check['dist_train_test_accuracy']:.2f}%)\n")
     md.append(f"\nCommit {settings['git_commit']}, seed {settings['seed']}; tools: "
               + ", ".join(settings["tools"].values()) + "\n")
-    md.append("\n![curves](curves.png)\n\n![kept channels](kept_channels.png)\n\n![accuracy vs parameters](accuracy_vs_params.png)\n")
+    md.append(f"\n![curves](curves.png)\n\n![kept channels](kept_channels.png)\n\n"
+              f"![{'MAE' if regression else 'accuracy'} vs parameters]({plot_name})\n")
     with open(os.path.join(run, "report.md"), "w") as f:
         f.write("".join(md))
     # The closing table on the terminal: a header, one line per step, the overall change, the
     # skipped steps and what to do next.
-    lines_ = [f"pipeline: summary of {os.path.abspath(run)}",
-              f"  {'step':9s} {'parameters':>12s} {'MACs':>14s} {'test accuracy':>14s} {'images/s':>9s}"]
-    lines_ += [f"  {s['step']:9s} {s['parameters']:>12,} {s['macs']:>14,} {100 * s['test_accuracy']:>13.2f}% "
-               f"{s['images_per_second']:>9,.0f}" for s in steps]
-    if len(steps) > 1:
+    lines_ = [f"pipeline: summary of {os.path.abspath(run)}"]
+    if regression:
+        lines_.append(f"  {'step':9s} {'parameters':>12s} {'MACs':>14s} {'test MAE':>10s} {'test MSE':>10s} {'images/s':>9s}")
+        lines_ += [f"  {s['step']:9s} {s['parameters']:>12,} {s['macs']:>14,} {s['test_mae']:>10.4f} {s['test_mse']:>10.4f} "
+                   f"{s['images_per_second']:>9,.0f}" for s in steps]
+    else:
+        lines_.append(f"  {'step':9s} {'parameters':>12s} {'MACs':>14s} {'test accuracy':>14s} {'images/s':>9s}")
+        lines_ += [f"  {s['step']:9s} {s['parameters']:>12,} {s['macs']:>14,} {100 * s['test_accuracy']:>13.2f}% "
+                   f"{s['images_per_second']:>9,.0f}" for s in steps]
+    if len(steps) > 1 and regression:
+        a, b = steps[0], steps[-1]
+        lines_.append(f"  overall: {a['parameters'] / max(b['parameters'], 1):.1f}x fewer parameters, "
+                      f"{a['macs'] / max(b['macs'], 1):.2f}x fewer MACs, test MAE {a['test_mae']:.4f} -> {b['test_mae']:.4f} "
+                      f"({100 * (b['test_mae'] / a['test_mae'] - 1) if a['test_mae'] else float('nan'):+.1f}%)")
+    elif len(steps) > 1:
         a, b = steps[0], steps[-1]
         lines_.append(f"  overall: {a['parameters'] / max(b['parameters'], 1):.1f}x fewer parameters, "
                       f"{a['macs'] / max(b['macs'], 1):.2f}x fewer MACs, test accuracy {100 * a['test_accuracy']:.2f}% -> "
@@ -336,6 +395,11 @@ def main():
                       f"{final['model']} --fine-tune --epochs N -o tuned.onnx")
     with open(os.path.join(run, "summary.txt"), "w") as f:
         f.write("\n".join(lines_) + "\n")
+    if check.get("onnxruntime_test_mae") is not None and \
+            abs(check["onnxruntime_test_mae"] - check["dist_train_test_mae"]) > 1e-4 * abs(check["dist_train_test_mae"]) + 1e-7:
+        print(f"pipeline_report: error: onnxruntime's test MAE {check['onnxruntime_test_mae']!r} differs from "
+              f"dist-train's {check['dist_train_test_mae']!r} by more than a relative 1e-4", file=sys.stderr)
+        sys.exit(1)
     if check.get("onnxruntime_test_accuracy") is not None and abs(check["onnxruntime_test_accuracy"] - check["dist_train_test_accuracy"]) > 0.005:
         print(f"pipeline_report: error: onnxruntime's test accuracy {check['onnxruntime_test_accuracy']:.4f} differs from "
               f"dist-train's {check['dist_train_test_accuracy']:.4f} by more than 0.5 points", file=sys.stderr)

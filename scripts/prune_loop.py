@@ -14,6 +14,13 @@ would change any more, when U < 0, or after --iterations. A candidate identical 
 rejected for the same current model (U shrank but no rate changed) is rejected again without
 fine-tuning: it would train to the same weights.
 
+Regression (the configuration's "task": "regression", dist-train's float targets and MSE loss): the
+measure is the validation mean absolute error (MAE) instead of the accuracy. The original model's
+validation MAE is measured; a candidate is accepted when its fine-tuned validation MAE is at most
+that times (1 + --mae-increase). Fine-tuning runs all its epochs (stop_at_validation_accuracy is a
+classification option). The log, summary.json and --replay carry validation_mae / validation_mse
+(and test_mae / test_mse in the summary, before and after) where classification carries accuracies.
+
 Validation split: the last --validation N (default 5000) of the training images, held out from
 every fine-tuning (dist-train's data.validation_samples); the model being pruned should have been
 trained with the same split held out. Test data are not used inside the loop: the final model's
@@ -28,7 +35,9 @@ Options:
   --finetune-lr LR       peak learning rate of fine-tuning (default: the config's lr.base / 10),
                          cosine decay, no warm-up, no Final Polishing
   --accuracy-drop A      allowed drop of validation accuracy in points (default 0.1; the authors'
-                         acc_control; negative: a gain is required)
+                         acc_control; negative: a gain is required); classification only
+  --mae-increase R       regression: allowed relative increase of the validation MAE (default 0.05:
+                         a candidate's MAE may be at most 5% above the original model's; > -1)
   --validation N         validation samples held out of the training set (default 5000)
   --margin M             loss margin of the thresholds (default 0.1)
   --batches B            batches of the loss and sensitivity (default 100, batch 128)
@@ -58,9 +67,11 @@ Environment: HPCNN_BIN (a build's tools/ or an installed bin/; default: this rep
 build/tools when built, else the tools on PATH: scripts/hpcnn_tools.py), MPIRUN.
 
 Outputs in DIR: final.onnx (the last accepted model, or a copy of MODEL), log.json (one entry per
-iteration: rates, parameters, MACs, loss, validation accuracy, U, accepted), summary.json (before
-and after: parameters, MACs, validation and test accuracy, iterations, wall time; also printed on
-standard output), and per iteration it<i>/ with the prune report, the candidate, the fine-tuned
+iteration: rates, parameters, MACs, loss, validation accuracy (regression: validation_mae and
+validation_mse), U, accepted), summary.json (before and after: parameters, MACs, validation and
+test accuracy (regression: "task": "regression", validation_mae_before/after, validation_mae_limit,
+validation_mse_*, test_mae_*, test_mse_*, test_mae_per_target_*), iterations, wall time; also
+printed on standard output), and per iteration it<i>/ with the prune report, the candidate, the fine-tuned
 model and its metrics. Exit status 0 on success, 1 on any error (named on standard error, prefixed
 "prune_loop: error:"), 2 on a command-line error.
 """
@@ -81,6 +92,10 @@ STATE_FIELDS = {  # the loop's state (DIR/state.json): name -> the types it may 
     "stop": (str,), "repeats": (int,), "elapsed": (int, float), "acc_before": (float,), "goal": (float,),
     "early": (float, int), "lr": (str,), "done": (bool,), "rejected": (dict,), "log": (list,),
 }
+# A regression run's state: the original model's validation MAE in place of its accuracy, and goal
+# the largest MAE accepted.
+REGRESSION_STATE_FIELDS = {**{k: v for k, v in STATE_FIELDS.items() if k != "acc_before"},
+                           "task": (str,), "mae_before": (float,)}
 
 
 class LoopError(Exception):
@@ -105,6 +120,17 @@ def accepted(acc_percent, goal):
     return acc_percent / 100 > goal
 
 
+def mae_limit_of(mae_before, increase):
+    """Regression: the largest validation MAE a candidate may have, the original model's times
+    (1 + the allowed relative increase), compared with the original every time."""
+    return mae_before * (1 + increase)
+
+
+def accepted_mae(mae, limit):
+    """Regression: accepted when the fine-tuned candidate's validation MAE is at most the limit."""
+    return mae <= limit
+
+
 def next_bound(report, is_accepted):
     """The bound U of the next iteration, as prune-rate's report computed it for either outcome."""
     u = report["data_driven"]["upper_bound"]
@@ -121,11 +147,12 @@ def kept_channels(report):
     return {g["layers"][0]: g["kept_channels"] for g in report["groups"] if g["prunable"]}
 
 
-def replay_step(log, i, report):
+def replay_step(log, i, report, regression=False):
     """What --replay does at iteration i (1-based) of LOG for a candidate with this prune report:
     None past the log's end (run as usual); "check" for an accepted entry (fine-tune again, then
-    check_replayed_accuracy); for a rejected entry, the fine-tuning's result as logged (a dict like
-    dist-train's summary: validation_accuracy, epochs_run, seconds). Raises LoopError when the
+    check_replayed_accuracy or check_replayed_mae); for a rejected entry, the fine-tuning's result as
+    logged (a dict like dist-train's summary: validation_accuracy (regression: validation_mae and
+    validation_mse), epochs_run, seconds). Raises LoopError when the
     candidate is not the one logged."""
     if i > len(log):
         return None
@@ -137,7 +164,29 @@ def replay_step(log, i, report):
                         "tools or model")
     if e["accepted"]:
         return "check"
+    if regression:
+        return {"validation_mae": e["validation_mae"], "validation_mse": e["validation_mse"], "epochs_run": e["finetune_epochs"],
+                "seconds": e["finetune_seconds"]}
     return {"validation_accuracy": e["validation_accuracy"], "epochs_run": e["finetune_epochs"], "seconds": e["finetune_seconds"]}
+
+
+def check_replay_task(log, regression):
+    """A --replay log must come from a run of the same task (its entries' measure)."""
+    want, other = ("validation_mae", "validation_accuracy") if regression else ("validation_accuracy", "validation_mae")
+    bad = next((e["iteration"] for e in log if want not in e or (regression and "validation_mse" not in e)), None)
+    if bad is not None:
+        raise LoopError(f"--replay: iteration {bad} of the log has no {want}"
+                        + (f" (it has {other}: a {'classification' if regression else 'regression'} run's log)"
+                           if other in log[bad - 1] else "") + f"; this run is a {'regression' if regression else 'classification'} one")
+
+
+def check_replayed_mae(log, i, mae):
+    """Regression: an accepted iteration fine-tuned again must reach the logged validation MAE (the
+    same computation: equal up to the last bits of its JSON text)."""
+    want = log[i - 1]["validation_mae"]
+    if abs(mae - want) > 1e-12 * max(abs(want), 1e-300):
+        raise LoopError(f"--replay: iteration {i}: validation MAE {mae!r} after fine-tuning, the log says {want!r}: "
+                        "not the same options, tools or ranks")
 
 
 def check_replayed_accuracy(log, i, acc_percent):
@@ -149,13 +198,17 @@ def check_replayed_accuracy(log, i, acc_percent):
                         "not the same options, tools or ranks")
 
 
-def log_entry(i, report, finetune, is_accepted, acc_percent, bound_next, current, replayed):
+def log_entry(i, report, finetune, is_accepted, acc_percent, bound_next, current, replayed, regression=False):
+    """One iteration's record; acc_percent is the validation accuracy in percent (regression: None,
+    the fine-tuning's validation_mae and validation_mse are recorded in its place)."""
     d = report["data_driven"]
     e = {"iteration": i, "accepted": is_accepted,
          "params_before": report["totals"]["params_before"], "params_after": report["totals"]["params_after"],
          "macs_before": report["totals"]["macs_before"], "macs_after": report["totals"]["macs_after"],
          "loss_before": d["loss_before"], "loss": d["loss"], "upper_bound": d["upper_bound"]["used"],
-         "upper_bound_next": float(bound_next), "validation_accuracy": acc_percent / 100,
+         "upper_bound_next": float(bound_next),
+         **({"validation_mae": finetune["validation_mae"], "validation_mse": finetune["validation_mse"]} if regression
+            else {"validation_accuracy": acc_percent / 100}),
          "finetune_epochs": finetune["epochs_run"], "finetune_seconds": finetune["seconds"],
          "rates": {g["layers"][0]: g["rate"] for g in report["groups"] if g["prunable"]},
          "kept_channels": kept_channels(report), "current_model": current}
@@ -200,7 +253,8 @@ def load_state(out):
             if os.path.exists(os.path.join(out, "state.sh")) else ""
         raise LoopError(f"--resume: '{out}' holds no interrupted run (no state.json){old}")
     state = read_json(path, "--resume: the loop state")
-    bad = [k for k, types in STATE_FIELDS.items()
+    fields = REGRESSION_STATE_FIELDS if isinstance(state, dict) and state.get("task") == "regression" else STATE_FIELDS
+    bad = [k for k, types in fields.items()
            if not isinstance(state, dict) or k not in state or not isinstance(state[k], types)
            or (isinstance(state[k], bool) and bool not in types)]
     if bad or state["iteration"] < 1 or not check_log(state["log"]):
@@ -255,6 +309,13 @@ class Tools:
         self.dist(["--evaluate", model, "--split", split], path)
         return read_json(path, "dist-train --evaluate's output")[f"{split}_accuracy"] * 100
 
+    def evaluate_regression(self, model, split):
+        """Regression: the model's mse, mae and mae_per_target on the split (dist-train --evaluate)."""
+        path = os.path.join(self.out, ".eval.json")
+        self.dist(["--evaluate", model, "--split", split], path)
+        e = read_json(path, "dist-train --evaluate's output")
+        return {k: e[k] for k in ("mse", "mae", "mae_per_target")}
+
     def costs(self, model):
         """Parameters and MACs of a model as prune-rate counts them."""
         r = subprocess.run([self.prune_rate, model, "--rate", "0"], stdout=subprocess.PIPE, text=True)
@@ -276,9 +337,17 @@ def say(text):
 
 
 def start(args, tools, out):
-    """A fresh run's state: the original model's validation accuracy and the goal."""
+    """A fresh run's state: the original model's validation accuracy and the goal (regression: its
+    validation MAE and the largest MAE accepted)."""
     original = os.path.join(out, "original.onnx")
     shutil.copyfile(args.model, original)
+    if args.task == "regression":
+        mae_before = float(tools.evaluate_regression(original, "validation")["mae"])
+        goal = mae_limit_of(mae_before, float(args.mae_increase))
+        say(f"original validation MAE {mae_before!r}; a candidate is accepted at or below {goal!r}")
+        return {"iteration": 1, "current": original, "loss_before": None, "bound": None, "stop": "iteration limit",
+                "repeats": 0, "elapsed": 0, "task": "regression", "mae_before": mae_before, "goal": goal, "early": 0,
+                "lr": args.finetune_lr or tools.default_lr(), "done": False, "rejected": {}, "log": []}
     acc_before = tools.evaluate(original, "validation")
     goal = goal_of(acc_before, float(args.accuracy_drop))
     say(f"original validation accuracy {acc_before}%; a candidate is accepted above {goal * 100}%")
@@ -342,34 +411,45 @@ def iterate(args, tools, out, s, resume_at, replay_log, t0):
                 s["iteration"] = i - 1  # as a run that ends here counts its iterations
                 return t0
             continue
-        step = replay_step(replay_log, i, report) if replay_log is not None else None
+        regression = s.get("task") == "regression"
+        step = replay_step(replay_log, i, report, regression) if replay_log is not None else None
         finetune_path = os.path.join(d, "finetune.json")
         if isinstance(step, dict):
             write_json(finetune_path, step)
             t0 -= round(step["seconds"])  # the loop's cost counts the fine-tuning skipped
         else:
             # --resume auto: the fine-tuning of an interrupted iteration goes on from its checkpoint
+            # (regression: no early stop, all the epochs run; stop_at_validation_accuracy is refused there)
+            early = [] if regression else ["--set", f"stop_at_validation_accuracy={s['early']!r}"]
             tools.dist(["--model", candidate, "-o", os.path.join(d, "tuned.onnx"), "-f", "--epochs", str(args.finetune_epochs),
                         "--lr", s["lr"], "--resume", "auto", "--set", "lr.warmup_epochs=0", "--set", "lr.decay=cosine",
-                        "--set", "final_polish_epochs=0", "--set", f"stop_at_validation_accuracy={s['early']!r}",
+                        "--set", "final_polish_epochs=0", *early,
                         "--set", 'data.test_images=""', "--set", 'data.test_labels=""',
                         "--metrics", os.path.join(d, "metrics.jsonl"), "--checkpoint", os.path.join(d, "ckpt")], finetune_path)
             if os.path.exists(os.path.join(d, "ckpt")):
                 os.remove(os.path.join(d, "ckpt"))
         finetune = read_json(finetune_path, "dist-train's summary")
-        acc = finetune["validation_accuracy"] * 100
-        if step == "check":
-            check_replayed_accuracy(replay_log, i, acc)
-        ok = accepted(acc, s["goal"])
+        if regression:
+            acc, mae = None, finetune["validation_mae"]
+            if step == "check":
+                check_replayed_mae(replay_log, i, mae)
+            ok = accepted_mae(mae, s["goal"])
+            measure = f"validation MAE {mae!r}"
+        else:
+            acc = finetune["validation_accuracy"] * 100
+            if step == "check":
+                check_replayed_accuracy(replay_log, i, acc)
+            ok = accepted(acc, s["goal"])
+            measure = f"validation accuracy {acc}%"
         bound_next = float(next_bound(report, ok))
         if ok:
             s["current"] = os.path.join(d, "tuned.onnx")
             s["rejected"] = {}
         else:
             s["rejected"][sig] = i
-        s["log"].append(log_entry(i, report, finetune, ok, acc, bound_next, s["current"], isinstance(step, dict)))
+        s["log"].append(log_entry(i, report, finetune, ok, acc, bound_next, s["current"], isinstance(step, dict), regression))
         say(f"iteration {i}: {report['totals']['params_before']} -> {report['totals']['params_after']} parameters, "
-            f"validation accuracy {acc}%: {'accepted' if ok else 'rejected'}, next U {bound_next!r}")
+            f"{measure}: {'accepted' if ok else 'rejected'}, next U {bound_next!r}")
         s["bound"] = bound_next
         if bound_next < 0:
             s["stop"] = "upper bound below 0"
@@ -388,8 +468,22 @@ def finish(args, tools, out, s, t0):
     shutil.copyfile(s["current"], final + ".tmp")
     os.replace(final + ".tmp", final)
     original = os.path.join(out, "original.onnx")
-    acc_after = tools.evaluate(final, "validation")
-    test_before, test_after = tools.evaluate(original, "test"), tools.evaluate(final, "test")
+    if s.get("task") == "regression":
+        val_before, val_after = tools.evaluate_regression(original, "validation"), tools.evaluate_regression(final, "validation")
+        test_before, test_after = tools.evaluate_regression(original, "test"), tools.evaluate_regression(final, "test")
+        measures = {"task": "regression",
+                    "validation_mae_before": s["mae_before"], "validation_mae_after": val_after["mae"],
+                    "validation_mae_limit": s["goal"], "mae_increase": float(args.mae_increase),
+                    "validation_mse_before": val_before["mse"], "validation_mse_after": val_after["mse"],
+                    "test_mae_before": test_before["mae"], "test_mae_after": test_after["mae"],
+                    "test_mse_before": test_before["mse"], "test_mse_after": test_after["mse"],
+                    "test_mae_per_target_before": test_before["mae_per_target"],
+                    "test_mae_per_target_after": test_after["mae_per_target"]}
+    else:
+        acc_after = tools.evaluate(final, "validation")
+        test_before, test_after = tools.evaluate(original, "test"), tools.evaluate(final, "test")
+        measures = {"validation_accuracy_before": s["acc_before"] / 100, "validation_accuracy_after": acc_after / 100,
+                    "test_accuracy_before": test_before / 100, "test_accuracy_after": test_after / 100}
     b, a = tools.costs(original), tools.costs(final)
     os.remove(os.path.join(out, ".eval.json"))
     log = s["log"]
@@ -397,13 +491,21 @@ def finish(args, tools, out, s, t0):
         "params_before": b["params_before"], "params_after": a["params_before"],
         "params_reduction": 1 - a["params_before"] / b["params_before"],
         "macs_before": b["macs_before"], "macs_after": a["macs_before"],
-        "validation_accuracy_before": s["acc_before"] / 100, "validation_accuracy_after": acc_after / 100,
-        "test_accuracy_before": test_before / 100, "test_accuracy_after": test_after / 100,
+        **measures,
         "iterations": len(log), "accepted": sum(e["accepted"] for e in log), "stopped_by": s["stop"],
         "rejected_without_finetuning": s["repeats"], "keep": [k for k in ",".join(args.keep).split(",") if k],
         "seconds": int(time.monotonic() - t0)}
     write_json(os.path.join(out, "summary.json"), summary)  # state.json stays: --resume --iterations K goes on
     return summary
+
+
+def task_of(config):
+    """The training configuration's task: "regression" or "classification" (dist-train's default)."""
+    c = read_json(config, "the configuration")
+    task = c.get("task", "classification") if isinstance(c, dict) else "classification"
+    if task not in ("regression", "classification"):
+        raise LoopError(f"the configuration '{config}' has \"task\": {json.dumps(task)} (regression or classification)")
+    return task
 
 
 class Parser(argparse.ArgumentParser):
@@ -423,7 +525,8 @@ def parse(argv):
                           ("--batches", "100")):
         p.add_argument(name, default=default)
     p.add_argument("--finetune-lr", default="")
-    p.add_argument("--accuracy-drop", default="0.1")
+    p.add_argument("--accuracy-drop")  # default 0.1, classification only (main: the task is the configuration's)
+    p.add_argument("--mae-increase")  # default 0.05, regression only
     p.add_argument("--margin", default="0.1")
     p.add_argument("--keep", action="append", default=[])
     p.add_argument("--seed")
@@ -436,14 +539,16 @@ def parse(argv):
         if not v.isdigit() or int(v) < 1:
             raise LoopError(f"--{name.replace('_', '-')} must be a positive integer, not '{v}'")
         setattr(args, name, int(v))
-    for name in ("accuracy_drop", "margin", "finetune_lr"):
+    for name in ("accuracy_drop", "mae_increase", "margin", "finetune_lr"):
         v = getattr(args, name)
         try:
-            if v or name != "finetune_lr":
+            if v is not None and (v or name != "finetune_lr"):
                 if not math.isfinite(float(v)):
                     raise ValueError
         except ValueError:
             raise LoopError(f"--{name.replace('_', '-')} must be a number, not '{v}'") from None
+    if args.mae_increase is not None and not float(args.mae_increase) > -1:
+        raise LoopError(f"--mae-increase must be > -1 (a relative change of the validation MAE), not '{args.mae_increase}'")
     if args.seed is not None and not args.seed.isdigit():
         raise LoopError(f"--seed must be a non-negative integer, not '{args.seed}'")
     args.force = args.force or args.resume
@@ -467,6 +572,19 @@ def main(argv):
             raise LoopError(f"--replay: '{args.replay}' is not a loop's log.json (a list of iterations 1, 2, ...)")
     if not os.path.isfile(args.config):
         raise LoopError(f"no configuration '{args.config}'")
+    args.task = task_of(args.config)
+    if args.task == "regression":
+        if args.accuracy_drop is not None:
+            raise LoopError(f"--accuracy-drop is a classification option: '{args.config}' has \"task\": \"regression\" "
+                            "(there is no accuracy); --mae-increase R sets the allowed relative increase of the validation MAE")
+        args.mae_increase = args.mae_increase if args.mae_increase is not None else "0.05"
+    else:
+        if args.mae_increase is not None:
+            raise LoopError(f"--mae-increase is a regression option: '{args.config}' is a classification configuration "
+                            "(no \"task\": \"regression\"); --accuracy-drop A sets the allowed drop of validation accuracy")
+        args.accuracy_drop = args.accuracy_drop if args.accuracy_drop is not None else "0.1"
+    if replay_log is not None:
+        check_replay_task(replay_log, args.task == "regression")
     if os.path.isdir(out) and os.listdir(out) and not args.force:
         raise LoopError(f"'{out}' is not empty (-f reuses it)")
     if args.keep:  # the kept layers are checked against the model before any work (no data, no output)
@@ -480,6 +598,9 @@ def main(argv):
                "finetune_lr": args.finetune_lr, "accuracy_drop": args.accuracy_drop, "validation": args.validation,
                "margin": args.margin, "batches": args.batches, "seed": args.seed, "keep": ",".join(args.keep),
                "hpcnn_bin": os.environ.get("HPCNN_BIN", "")}
+    if args.task == "regression":  # (a classification run's options stay as they were: its --resume of older runs)
+        del options["accuracy_drop"]
+        options.update(task="regression", mae_increase=args.mae_increase)
     options_path = os.path.join(out, "options.json")
     if args.resume:
         s = load_state(out)

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hpcnn_test as H
+from test_dist_train import dist_train, ok, weights  # the runner of every dist-train test
 
 MEAN = [0.86] * 4  # log1p mean and spread of volumes() below
 STD = [0.54] * 4
@@ -87,22 +88,6 @@ def config(tmp, **over):
     if not os.path.exists(c["model"]):
         cosmo_tiny(c["model"])
     return p
-
-
-def dist_train(*args, ranks=0, timeout=600):
-    cmd = [H.tool("dist-train"), *map(str, args)]
-    if ranks:
-        cmd = [*H.launch(ranks), *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
-
-
-def ok(p):
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def weights(path):
-    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
 
 
 def normalised(v):

@@ -366,3 +366,90 @@ def test_report_onnxruntime_check_of_a_model_onnxruntime_cannot_read(tmp_path, f
     labels = report.read_labels(cfg["data"]["test_labels"], H.BIN_DIR) if labels is None else labels
     x = ((images.reshape(len(images), -1).astype(np.float64) / 255 - 0.5) / 0.25)
     assert why is None and abs(accuracy - float(((x @ w).argmax(1) == labels).mean())) < 1e-3
+
+
+def setup_regression_run(tmp, **over):
+    """A tiny CosmoFlow-like 3-D regression model with a BatchNorm (test_dist_train_3d.py's
+    cosmo_tiny) on int16 count volumes and float targets, and a pipeline configuration for it."""
+    from test_dist_train_3d import config as config_3d, cosmo_tiny
+    cosmo_tiny(str(tmp / "cosmo.onnx"), batchnorm=True)
+    train = config_3d(tmp, epochs=2, augmentation={"random_axis_permutation": False})
+    cfg = {"train_config": str(train), "run_dir": str(tmp / "run"), "ranks": 2, "seed": 3, "validation_samples": 16,
+           "train": {"epochs": 2}, "prune": {"iterations": 2, "finetune_epochs": 1, "mae_increase": 0.5},
+           "sparsify": {"compression": 3, "finetune_epochs": 1}}
+    cfg.update(over)
+    (tmp / "pipeline.json").write_text(json.dumps(cfg))
+    return tmp / "pipeline.json"
+
+
+def test_regression_pipeline_reports_mae(tmp_path):
+    """A regression run ("task": "regression"): the prune loop keeps the validation MAE within
+    prune.mae_increase; the report, its table, the closing summary and the plots say MAE and MSE
+    where a classification run says accuracy; the onnxruntime check computes the test MAE on the
+    log1p-normalised 5-D volumes and equals dist-train's. Every step runs (sparsify-fcl --init data
+    measures the 5-D feature maps; bn-polish the 5-D BatchNorm)."""
+    cfg_path = setup_regression_run(tmp_path)
+    p = pipeline(cfg_path, "-q")
+    assert p.returncode == 0, p.stderr
+    run = tmp_path / "run"
+    assert "prune: test MAE" in p.stderr and "test accuracy" not in p.stderr
+    assert "--mae-increase 0.5" in (run / "pipeline.log").read_text()
+    r = json.loads((run / "report.json").read_text())
+    assert r["task"] == "regression"
+    assert [s["step"] for s in r["steps"]] == ["train", "prune", "sparsify", "finetune", "polish"] and not r["skipped"]
+    assert r["sparsify"]["init"] == "data" and r["polish"]["samples"] > 0
+    for s in r["steps"]:
+        e = json.loads((run / "eval" / f"{s['step']}.json").read_text())
+        assert s["test_mae"] == e["mae"] and s["test_mse"] == e["mse"] and s["test_mae_per_target"] == e["mae_per_target"]
+        assert "test_accuracy" not in s and "test_loss" not in s
+    prune = json.loads((run / "2-prune" / "summary.json").read_text())
+    assert r["prune"] == prune and prune["task"] == "regression" and prune["mae_increase"] == 0.5
+    log = json.loads((run / "2-prune" / "log.json").read_text())
+    assert all(e["accepted"] == (e["validation_mae"] <= prune["validation_mae_limit"]) for e in log)
+    c = r["onnxruntime_check"]
+    assert c["model"].endswith("5-polish/model.onnx") and c["dist_train_test_mae"] == r["steps"][-1]["test_mae"]
+    assert c["onnxruntime_test_mae"] == pytest.approx(c["dist_train_test_mae"], rel=1e-4)
+    assert c["onnxruntime_test_mse"] == pytest.approx(c["dist_train_test_mse"], rel=1e-4)
+    md, summary = (run / "report.md").read_text(), (run / "summary.txt").read_text()
+    assert "| test MAE | test MSE |" in md and "onnxruntime on the final model: test MAE" in md and "mae_vs_params.png" in md
+    assert "test MAE" in summary and "overall:" in summary and "test MAE" in summary.splitlines()[-2]
+    assert "accuracy" not in md.lower() and "accuracy" not in summary.lower(), md + summary
+    assert is_png(run / "mae_vs_params.png") and is_png(run / "curves.png") and is_png(run / "kept_channels.png")
+    assert not (run / "accuracy_vs_params.png").exists()
+
+
+def test_regression_pipeline_configuration_errors(tmp_path):
+    """prune.accuracy_drop with a regression training configuration and prune.mae_increase with a
+    classification one are refused before any work."""
+    cfg_path = setup_regression_run(tmp_path, prune={"accuracy_drop": 1.0})
+    p = pipeline(cfg_path)
+    assert p.returncode == 1 and "'prune.accuracy_drop' is a classification key" in p.stderr and "prune.mae_increase" in p.stderr
+    assert not (tmp_path / "run").exists()
+    cfg_path = setup_run(tmp_path, prune={"mae_increase": 0.1})
+    p = pipeline(cfg_path)
+    assert p.returncode == 1 and "'prune.mae_increase' is a regression key" in p.stderr, p.stderr
+    cfg_path = setup_regression_run(tmp_path, prune={"mae_increase": -1})
+    p = pipeline(cfg_path)
+    assert p.returncode == 1 and "must be > -1" in p.stderr, p.stderr
+
+
+def test_report_reads_volumes_and_targets(tmp_path):
+    """The report's onnxruntime check on regression data as dist-train reads it: int16 volumes
+    [N, C, D, H, W] (and channels-last [N, D, H, W, C]), raw or huffgpu-compressed, log1p then
+    mean/std, float targets; its MAE and MSE equal dist-train --evaluate's."""
+    import importlib.util
+    from test_dist_train_3d import config as config_3d, cosmo_tiny, dist_train, ok
+    spec = importlib.util.spec_from_file_location("pipeline_report", REPO / "scripts" / "pipeline_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    cosmo_tiny(str(tmp_path / "cosmo.onnx"))
+    cfg = json.loads(config_3d(tmp_path).read_text())
+    e = ok(dist_train("--config", tmp_path / "config.json", "--evaluate", tmp_path / "cosmo.onnx"))
+    got, why = report.onnxruntime_accuracy(str(tmp_path / "cosmo.onnx"), cfg, H.BIN_DIR)
+    assert why is None and got["mae"] == pytest.approx(e["mae"], rel=1e-5) and got["mse"] == pytest.approx(e["mse"], rel=1e-5)
+    v = np.load(cfg["data"]["test_images"])
+    np.save(tmp_path / "last.npy", np.moveaxis(v, 1, -1))  # channels-last
+    subprocess.run([H.tool("huffgpu-encode"), "-q", "-f", str(tmp_path / "last.npy")], check=True)
+    cfg["data"]["test_images"] = str(tmp_path / "last.npy.huf")
+    got2, why = report.onnxruntime_accuracy(str(tmp_path / "cosmo.onnx"), cfg, H.BIN_DIR)
+    assert why is None and got2 == got

@@ -175,3 +175,80 @@ def test_state_is_saved_at_the_start_of_each_iteration(tmp_path):
     saved = json.load(open(tmp_path / "loop" / "state.json"))
     assert saved["iteration"] == 2 and [e["iteration"] for e in saved["log"]] == [1] and not saved["done"]
     assert saved["current"].endswith(os.path.join("it1", "tuned.onnx"))
+
+
+# ---- regression (the configuration's "task": "regression"): the validation MAE decides ----
+
+def test_regression_accept_rule_is_relative_to_the_original_mae():
+    limit = L.mae_limit_of(0.4, 0.05)
+    assert limit == pytest.approx(0.42, abs=1e-15)
+    assert L.accepted_mae(0.41, limit) and L.accepted_mae(limit, limit)  # at most the limit: equal passes
+    assert not L.accepted_mae(0.4201, limit)
+    assert L.mae_limit_of(0.4, -0.5) == pytest.approx(0.2)  # a negative increase asks for a smaller MAE
+
+
+class FakeRegressionTools(FakeTools):
+    """The fake tools of a regression run: each fine-tuning's validation MAE (and MSE) in place of
+    its accuracy; no stop_at_validation_accuracy is passed."""
+
+    def dist(self, args, stdout):
+        assert not any(a.startswith("stop_at_validation_accuracy") for a in args)
+        self.finetunes.append(args[args.index("--model") + 1])
+        open(args[args.index("-o") + 1], "w").close()
+        mae = self.accuracies.pop(0)
+        L.write_json(stdout, {"validation_mae": mae, "validation_mse": mae * mae, "epochs_run": 1, "seconds": 3.0})
+
+
+def regression_state(tmp_path, **kw):
+    s = state(tmp_path, iteration=1, current=str(tmp_path / "m.onnx"), loss_before=None, bound=None, rejected={}, log=[],
+              elapsed=0, goal=L.mae_limit_of(0.4, 0.05), early=0)
+    del s["acc_before"]
+    s.update(task="regression", mae_before=0.4, **kw)
+    return s
+
+
+def test_regression_loop_course(tmp_path):
+    """MAE 0.41 (<= 0.42: accepted, U doubles), 0.43 (rejected), the same candidate again (rejected
+    without fine-tuning), 0.42 (equal to the limit: accepted); the log carries validation_mae and
+    validation_mse, no accuracy."""
+    out = str(tmp_path / "loop")
+    os.makedirs(out)
+    tools = FakeRegressionTools([[6], [4], [4], [5]], [0.41, 0.43, 0.42])
+    s = regression_state(tmp_path)
+    L.iterate(argparse.Namespace(iterations=3, finetune_epochs=1), tools, out, s, 0, None, 0.0)
+    log = s["log"]
+    assert [e["accepted"] for e in log] == [True, False, True] and s["repeats"] == 1
+    assert [e["validation_mae"] for e in log] == [0.41, 0.43, 0.42]
+    assert log[0]["validation_mse"] == pytest.approx(0.41 ** 2) and not any("validation_accuracy" in e for e in log)
+    assert s["current"].endswith(os.path.join("it3", "tuned.onnx")) and len(tools.finetunes) == 3
+    # Its state round-trips through state.json (mae_before in place of acc_before).
+    L.save_state(out, s)
+    assert L.load_state(out) == s
+    bad = dict(s)
+    del bad["mae_before"]
+    L.save_state(out, bad)
+    with pytest.raises(L.LoopError, match="fields mae_before"):
+        L.load_state(out)
+
+
+def test_regression_replay(tmp_path):
+    out = str(tmp_path / "ref")
+    os.makedirs(out)
+    ref = regression_state(tmp_path)
+    L.iterate(argparse.Namespace(iterations=2, finetune_epochs=1), FakeRegressionTools([[6], [5]], [0.5, 0.41]), out, ref, 0, None, 0.0)
+    log = ref["log"]
+    assert [e["accepted"] for e in log] == [False, True]
+    assert L.replay_step(log, 1, report([6], 980), regression=True) == {"validation_mae": 0.5, "validation_mse": 0.25,
+                                                                         "epochs_run": 1, "seconds": 3.0}
+    L.check_replayed_mae(log, 2, 0.41)
+    with pytest.raises(L.LoopError, match="iteration 2: validation MAE 0.4100001"):
+        L.check_replayed_mae(log, 2, 0.4100001)
+    L.check_replay_task(log, True)
+    with pytest.raises(L.LoopError, match="no validation_accuracy \\(it has validation_mae: a regression run's log\\)"):
+        L.check_replay_task(log, False)
+    out = str(tmp_path / "re")
+    os.makedirs(out)
+    tools = FakeRegressionTools([[6], [5]], [0.41])
+    s = regression_state(tmp_path)
+    L.iterate(argparse.Namespace(iterations=2, finetune_epochs=1), tools, out, s, 0, log, 0.0)
+    assert [e["validation_mae"] for e in s["log"]] == [0.5, 0.41] and s["log"][0]["replayed"] and len(tools.finetunes) == 1
