@@ -438,7 +438,8 @@ def test_report_reads_volumes_and_targets(tmp_path):
     [N, C, D, H, W] (and channels-last [N, D, H, W, C]), raw or huffgpu-compressed, log1p then
     mean/std, float targets; its MAE and MSE equal dist-train --evaluate's."""
     import importlib.util
-    from test_dist_train_3d import config as config_3d, cosmo_tiny, dist_train, ok
+    from test_dist_train import dist_train, ok
+    from test_dist_train_3d import config as config_3d, cosmo_tiny
     spec = importlib.util.spec_from_file_location("pipeline_report", REPO / "scripts" / "pipeline_report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
