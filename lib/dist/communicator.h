@@ -25,6 +25,10 @@ class Communicator {
   // picks the GPU of a rank, the local size divides the node's cores (core/threads.h).
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
+  // The nodes of the job (the ranks whose local_rank() is 0 lead one each) and whether every node
+  // runs the same number of ranks (local_size()); the hierarchical allreduce needs that.
+  virtual int node_count() const = 0;
+  virtual bool nodes_uniform() const = 0;
   // The node's host name, for messages ("rank 3 on node07").
   virtual std::string host() const = 0;
   virtual std::string backend() const = 0;  // "mpi" or "single"
@@ -32,6 +36,12 @@ class Communicator {
   virtual void allreduce_sum(float* data, size_t count) = 0;
   virtual void allreduce_sum(double* data, size_t count) = 0;
   virtual void allreduce_max(int64_t* data, size_t count) = 0;
+  // The same sums by the hierarchical allreduce (dist/hierarchical.h: reduce-scatter inside the
+  // node, allreduce of one shard per node across nodes, allgather inside the node). Needs
+  // nodes_uniform() (ErrorKind::usage otherwise, on every rank alike); dist::choose_sum_algorithm
+  // says when to use it.
+  virtual void hierarchical_allreduce_sum(float* data, size_t count) = 0;
+  virtual void hierarchical_allreduce_sum(double* data, size_t count) = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank's value, indexed by rank.
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;

@@ -1,5 +1,6 @@
 // The MPI communicator (CPU buffers, MPI_COMM_WORLD). Large buffers are reduced in pieces of
-// at most 2^30 elements (MPI counts are int).
+// at most 2^30 elements (MPI counts are int). The hierarchical allreduce (dist/hierarchical.h)
+// runs on the node communicator and a cross communicator, both made here at start.
 #include <mpi.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "dist/hierarchical_mpi.h"
 
 namespace hpcnn::dist {
 
@@ -41,15 +43,29 @@ class Mpi final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    // The ranks that share this node's memory: their number and this rank's place among them.
-    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_), "MPI_Comm_split_type", rank_);
+    // The ranks that share this node's memory: their number and this rank's place among them
+    // (or the test split of HPCNN_TEST_NODE_SPLIT, dist/hierarchical.h).
+    node_ = detail::split_nodes(MPI_COMM_WORLD, rank_);
+    MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(node_, &local_rank_);
     MPI_Comm_size(node_, &local_size_);
+    // The cross communicator: one rank per node, the ranks with this local rank.
+    check(MPI_Comm_split(MPI_COMM_WORLD, local_rank_, rank_, &cross_), "MPI_Comm_split", rank_);
+    MPI_Comm_set_errhandler(cross_, MPI_ERRORS_RETURN);
+    // Every rank's local rank and local size: the node count and whether the nodes are equal.
+    int mine[2] = {local_rank_, local_size_};
+    std::vector<int> all(2 * static_cast<size_t>(size_));
+    check(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather", rank_);
+    for (int r = 0; r < size_; ++r) {
+      nodes_ += all[2 * static_cast<size_t>(r)] == 0;
+      uniform_ = uniform_ && all[2 * static_cast<size_t>(r) + 1] == local_size_;
+    }
     host_ = host_name();
   }
   ~Mpi() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (!finalized && cross_ != MPI_COMM_NULL) MPI_Comm_free(&cross_);
     if (!finalized && node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
     if (owner_ && !finalized) MPI_Finalize();
   }
@@ -57,6 +73,8 @@ class Mpi final : public Communicator {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
+  int node_count() const override { return nodes_; }
+  bool nodes_uniform() const override { return uniform_; }
   std::string host() const override { return host_; }
   std::string backend() const override { return "mpi"; }
 
@@ -71,6 +89,16 @@ class Mpi final : public Communicator {
   void allreduce_sum(float* d, size_t n) override { reduce(d, n, MPI_FLOAT, MPI_SUM, "MPI_Allreduce"); }
   void allreduce_sum(double* d, size_t n) override { reduce(d, n, MPI_DOUBLE, MPI_SUM, "MPI_Allreduce"); }
   void allreduce_max(int64_t* d, size_t n) override { reduce(d, n, MPI_INT64_T, MPI_MAX, "MPI_Allreduce"); }
+  void hierarchical(void* d, size_t n, MPI_Datatype type, size_t elem_bytes) {
+    if (!uniform_)
+      throw_error(ErrorKind::usage, "hierarchical allreduce on rank " + std::to_string(rank_) + ": the " +
+                                        std::to_string(nodes_) +
+                                        " nodes run unequal numbers of ranks (it needs the same number on every node)");
+    int rc = MPI_SUCCESS;
+    if (const char* call = detail::hierarchical_sum(d, n, type, elem_bytes, node_, cross_, scratch_, &rc)) check(rc, call, rank_);
+  }
+  void hierarchical_allreduce_sum(float* d, size_t n) override { hierarchical(d, n, MPI_FLOAT, sizeof(float)); }
+  void hierarchical_allreduce_sum(double* d, size_t n) override { hierarchical(d, n, MPI_DOUBLE, sizeof(double)); }
   void broadcast(void* data, size_t bytes, int root) override {
     constexpr size_t piece = size_t{1} << 30;
     char* p = static_cast<char*>(data);
@@ -92,7 +120,10 @@ class Mpi final : public Communicator {
 
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
-  MPI_Comm node_ = MPI_COMM_NULL;
+  int nodes_ = 0;
+  bool uniform_ = true;
+  MPI_Comm node_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
+  std::vector<unsigned char> scratch_;  // this rank's shard of the hierarchical allreduce
   std::string host_;
   bool owner_ = false;
 };

@@ -20,11 +20,15 @@ class Single final : public Communicator {
   int size() const override { return 1; }
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
+  int node_count() const override { return 1; }
+  bool nodes_uniform() const override { return true; }
   std::string host() const override { return host_name(); }
   std::string backend() const override { return "single"; }
   void allreduce_sum(float*, size_t) override {}
   void allreduce_sum(double*, size_t) override {}
   void allreduce_max(int64_t*, size_t) override {}
+  void hierarchical_allreduce_sum(float*, size_t) override {}
+  void hierarchical_allreduce_sum(double*, size_t) override {}
   void broadcast(void*, size_t, int) override {}
   std::vector<uint64_t> allgather(uint64_t v) override { return {v}; }
   void barrier() override {}

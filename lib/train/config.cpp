@@ -54,6 +54,7 @@ void visit_keys(Config& c, Visit&& visit) {
   visit("/threads", c.threads);
   visit("/sparse", c.sparse);
   visit("/mask", c.mask);
+  visit("/exchange/algorithm", c.exchange_algorithm);
   visit("/max_steps_per_epoch", c.max_steps_per_epoch);
 }
 
@@ -142,6 +143,8 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
   }
   need(c.threads >= 0, "threads must be >= 0");
   need(c.max_steps_per_epoch >= 0, "max_steps_per_epoch must be >= 0");
+  need(c.exchange_algorithm == "flat" || c.exchange_algorithm == "hierarchical" || c.exchange_algorithm == "auto",
+       "exchange.algorithm '" + c.exchange_algorithm + "' is not one of: flat, hierarchical, auto");
   c.lr.validate();
   return c;
 }

@@ -38,6 +38,8 @@ struct TrainConfig {
   bool deterministic = false;
   int threads = 0;  // per rank; 0: the cores of this node divided among its ranks
   bool sparse = false;
+  // The gradient allreduce: flat | hierarchical | auto (dist/hierarchical.h).
+  std::string exchange_algorithm = "auto";
   std::string mask;                   // ONNX model whose zero weights give the sparsity mask
   int64_t max_steps_per_epoch = 0;    // 0: all (a limit for smoke tests)
   nlohmann::json merged;              // the merged configuration, as --print-config shows it

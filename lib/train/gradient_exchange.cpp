@@ -1,5 +1,7 @@
 #include "train/gradient_exchange.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <span>
 
@@ -53,11 +55,19 @@ std::vector<Tensor> position_tensors(const dist::FusedLayout& layout, const Devi
   return out;
 }
 
-GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout layout, const Device& device)
+GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout layout, const Device& device,
+                                   const std::string& algorithm)
     : comm_(comm),
       layout_(std::move(layout)),
+      algorithm_(dist::choose_sum_algorithm(algorithm, comm)),
       positions_(position_tensors(layout_, device)),
-      fused_({static_cast<int64_t>(layout_.total)}, Layout::plain, DType::f32, device) {}
+      fused_({static_cast<int64_t>(layout_.total)}, Layout::plain, DType::f32, device) {
+  if (comm_.rank() != 0) return;
+  if (algorithm_.warning)
+    spdlog::warn("exchange.algorithm {}: {}; using the flat allreduce", algorithm, algorithm_.reason);
+  else
+    spdlog::info("gradient allreduce: {} ({})", dist::to_string(algorithm_.algorithm), algorithm_.reason);
+}
 
 void GradientExchange::exchange(const std::vector<nn::Parameter>& params, int local_steps) {
   if (params.size() != layout_.dense.size()) throw_error(ErrorKind::usage, "gradient exchange: parameter count changed");
@@ -69,7 +79,7 @@ void GradientExchange::exchange(const std::vector<nn::Parameter>& params, int lo
     else
       ops::gather(grad, positions_[k], part);
   }
-  comm_.allreduce_sum(fused_.data(), layout_.total);
+  dist::allreduce_sum(comm_, fused_.data(), layout_.total, algorithm_.algorithm);
   ops::scale(fused_, 1.0f / static_cast<float>(comm_.size() * std::max(1, local_steps)));
 }
 

@@ -3,13 +3,16 @@
 // pruned model), summed with one allreduce and averaged over the world size and the gradient
 // accumulation steps. The fused buffer lives on the parameters' device and is packed and scaled
 // by the ops kernels of that device (ops/update.h); the communicator reduces it in place (MPI:
-// host memory; NCCL: device memory).
+// host memory; NCCL: device memory), by the flat or the hierarchical allreduce
+// (dist/hierarchical.h; the configuration's exchange.algorithm), dense and sparse layouts alike.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "dist/communicator.h"
 #include "dist/fused_layout.h"
+#include "dist/hierarchical.h"
 #include "nn/model.h"
 
 namespace hpcnn::train {
@@ -24,7 +27,10 @@ std::vector<Tensor> position_tensors(const dist::FusedLayout& layout, const Devi
 
 class GradientExchange {
  public:
-  GradientExchange(dist::Communicator& comm, dist::FusedLayout layout, const Device& device = Device::cpu());
+  // algorithm: "flat", "hierarchical" or "auto" (dist::choose_sum_algorithm; the choice and its
+  // reason are logged, a hierarchical request on unequal nodes falls back to flat with a warning).
+  GradientExchange(dist::Communicator& comm, dist::FusedLayout layout, const Device& device = Device::cpu(),
+                   const std::string& algorithm = "auto");
   // Packs every Parameter::grad, allreduces, and divides by world size * `local_steps`. The
   // averaged, compacted gradients are then in fused() at layout().offset[k].
   void exchange(const std::vector<nn::Parameter>& params, int local_steps);
@@ -32,10 +38,12 @@ class GradientExchange {
   const dist::FusedLayout& layout() const { return layout_; }
   const std::vector<Tensor>& positions() const { return positions_; }
   size_t bytes_per_step() const { return layout_.total * sizeof(float); }
+  const dist::SumChoice& algorithm() const { return algorithm_; }
 
  private:
   dist::Communicator& comm_;
   dist::FusedLayout layout_;
+  dist::SumChoice algorithm_;
   std::vector<Tensor> positions_;
   Tensor fused_;
 };

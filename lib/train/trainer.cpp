@@ -226,7 +226,7 @@ class Trainer {
     } else {
       layout = parameter_layout(params, cfg_.sparse);
     }
-    exchange_ = std::make_unique<GradientExchange>(comm_, layout);
+    exchange_ = std::make_unique<GradientExchange>(comm_, layout, Device::cpu(), cfg_.exchange_algorithm);
     optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, exchange_->layout(), exchange_->positions());
     spdlog::info("gradient exchange: {} ({} of {} values, {} bytes per step)", sparse() ? "sparse" : "dense",
                  exchange_->layout().total, exchange_->layout().full, exchange_->bytes_per_step());
