@@ -78,7 +78,7 @@ class Layer {
 
  private:
   friend std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset,
-                                           const std::function<const Value*(int)>& constant);
+                                           const std::function<const Value*(int)>& constant, SlabExchange* slabs);
   const onnxu::Signature* signature_ = nullptr;
 };
 
@@ -87,7 +87,11 @@ using ConstantLookup = std::function<const Value*(int input)>;
 
 // Binds `node` (ErrorKind::unsupported for operators, attributes or dtypes the engine does not
 // support, naming them; the caller adds the node's name).
-std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant);
+// Nodes of domain "hpcnn" (nn/spatial.h: HaloExchange, SlabGather) run through `slabs`
+// (ErrorKind::usage when it is null: a model not built for a spatial split).
+std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant,
+                                  SlabExchange* slabs = nullptr);
+std::unique_ptr<Layer> make_spatial_layer(const onnx::NodeProto& node, SlabExchange* slabs);
 // The structured sparse FCL (ops/sparse_fcl.h) that the planner puts in place of Conv 1x1 ->
 // Flatten -> Gemm (transB 1): inputs x, the Conv weight [r, C, 1, 1], its bias (or none), the Gemm
 // weight [O, r*H*W], its bias (or none); output y [N, O].

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "nn/layer.h"
 #include "nn/proto_tensor.h"
+#include "nn/spatial.h"
 #include "onnx/graph.h"
 #include "onnx/tensor.h"
 #include "ops/batchnorm.h"
@@ -1021,7 +1022,9 @@ std::unique_ptr<Layer> bind(const onnx::NodeProto& node, int64_t opset, const Co
 
 std::unique_ptr<Layer> make_sparse_fcl_layer() { return std::make_unique<SparseFclLayer>(); }
 
-std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant) {
+std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant,
+                                  SlabExchange* slabs) {
+  if (node.domain() == kSpatialDomain) return make_spatial_layer(node, slabs);
   std::unique_ptr<Layer> layer = bind(node, opset, constant);
   layer->signature_ = onnxu::find_signature(node, opset);
   return layer;

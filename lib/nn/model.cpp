@@ -295,7 +295,7 @@ std::vector<int> Model::Impl::bind_steps(const onnx::GraphProto& g, const onnxu:
         const Value& v = constants[st.in[i]];
         return v.defined() ? &v : nullptr;
       };
-      st.layer = detail::make_layer(node, opset, constant);
+      st.layer = detail::make_layer(node, opset, constant, options.slabs);
       bool all_const = true;
       for (int id : st.in)
         if (id >= 0 && !constants[id].defined()) all_const = false;

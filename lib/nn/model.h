@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "nn/batchnorm_statistics.h"
+#include "nn/spatial.h"
 #include "tensor/tensor.h"
 
 namespace hpcnn::nn {
@@ -59,6 +60,9 @@ struct Buffer {      // non-trainable state updated in training mode
 struct ModelOptions {
   bool input_grads = false;  // backward() also computes gradients of the graph inputs
   unsigned seed = 0;         // Dropout masks
+  // A depth-split model (nn/spatial.h: split_depth): this rank's group, which its HaloExchange and
+  // SlabGather nodes run through (kept alive by the caller for the model's life).
+  SlabExchange* slabs = nullptr;
 };
 
 class Model {

@@ -1,0 +1,188 @@
+// nn/spatial.h: a depth-split model run by S "ranks" (threads of this process, exchanging through
+// shared memory) equals the whole model: the outputs, and the mean over the slabs of each
+// parameter's gradient (the data-parallel average: SlabGather scales the slab gradients by S).
+// Also the split's refusals and its halo plan on the CosmoFlow-like fixture.
+#include <barrier>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "core/error.h"
+#include "data/npy.h"
+#include "nn/model.h"
+#include "nn/spatial.h"
+#include "nn/threads.h"
+#include "onnx/model.h"
+
+using namespace hpcnn;
+
+namespace {
+
+// S slabs in one process: each exchange() and allgather() is two barriers around copies between
+// the slabs' posted buffers.
+class Bus {
+ public:
+  explicit Bus(int slabs) : S(slabs), sync(slabs), posts(static_cast<size_t>(slabs)) {}
+  struct Post {
+    const float* to_prev = nullptr;
+    const float* to_next = nullptr;
+    const float* mine = nullptr;
+    size_t n_to_prev = 0, n_to_next = 0, count = 0;
+  };
+  const int S;
+  std::barrier<> sync;
+  std::vector<Post> posts;
+};
+
+class ThreadSlab final : public nn::SlabExchange {
+ public:
+  ThreadSlab(Bus& bus, int slab) : bus_(bus), slab_(slab) {}
+  int slab() const override { return slab_; }
+  int slabs() const override { return bus_.S; }
+  void exchange(const float* to_prev, size_t n_to_prev, const float* to_next, size_t n_to_next, float* from_prev,
+                size_t n_from_prev, float* from_next, size_t n_from_next) override {
+    auto& me = bus_.posts[static_cast<size_t>(slab_)];
+    me.to_prev = to_prev, me.n_to_prev = n_to_prev, me.to_next = to_next, me.n_to_next = n_to_next;
+    bus_.sync.arrive_and_wait();
+    if (slab_ > 0) {
+      const auto& p = bus_.posts[static_cast<size_t>(slab_ - 1)];
+      if (p.n_to_next != n_from_prev) throw std::runtime_error("halo sizes differ (prev)");  // no Catch macros off the main thread
+      std::memcpy(from_prev, p.to_next, n_from_prev * sizeof(float));
+      sent_ += n_to_prev * sizeof(float);
+    }
+    if (slab_ + 1 < bus_.S) {
+      const auto& p = bus_.posts[static_cast<size_t>(slab_ + 1)];
+      if (p.n_to_prev != n_from_next) throw std::runtime_error("halo sizes differ (next)");
+      std::memcpy(from_next, p.to_prev, n_from_next * sizeof(float));
+      sent_ += n_to_next * sizeof(float);
+    }
+    bus_.sync.arrive_and_wait();
+  }
+  void allgather(const float* mine, size_t count, float* all) override {
+    bus_.posts[static_cast<size_t>(slab_)].mine = mine;
+    bus_.posts[static_cast<size_t>(slab_)].count = count;
+    bus_.sync.arrive_and_wait();
+    for (int s = 0; s < bus_.S; ++s) std::memcpy(all + s * count, bus_.posts[static_cast<size_t>(s)].mine, count * sizeof(float));
+    bus_.sync.arrive_and_wait();
+  }
+  uint64_t halo_bytes_sent() const override { return sent_; }
+
+ private:
+  Bus& bus_;
+  int slab_;
+  uint64_t sent_ = 0;
+};
+
+onnx::ModelProto fixture() {
+  const auto dir = std::filesystem::path(HPCNN_TEST_DATA_DIR) / "nn" / "cosmoflow_tiny";
+  return onnxu::load_model((dir / "model.onnx").string()).proto;
+}
+
+Tensor fixture_input() {
+  const auto dir = std::filesystem::path(HPCNN_TEST_DATA_DIR) / "nn" / "cosmoflow_tiny";
+  return data::npy_to_tensor(data::read_npy((dir / "input.npy").string()));
+}
+
+// Planes [d0, d0 + n) of x [N, C, D, H, W].
+Tensor depth_slice(const Tensor& x, int64_t d0, int64_t n) {
+  Tensor y({x.dim(0), x.dim(1), n, x.dim(3), x.dim(4)});
+  const int64_t P = x.dim(3) * x.dim(4);
+  for (int64_t i = 0; i < x.dim(0) * x.dim(1); ++i)
+    std::memcpy(y.data() + i * n * P, x.data() + (i * x.dim(2) + d0) * P, static_cast<size_t>(n * P) * sizeof(float));
+  return y;
+}
+
+double max_rel(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double scale = 0, diff = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
+    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+}  // namespace
+
+TEST_CASE("spatial split: S slabs in threads equal the whole model, forward and backward", "[nn][spatial]") {
+  nn::set_num_threads(1);
+  const onnx::ModelProto proto = fixture();
+  const Tensor x = fixture_input();
+  // A fixed output gradient.
+  nn::Model whole(proto, "cosmoflow_tiny");
+  const std::vector<Tensor> y = whole.forward({x}, nn::Mode::training);
+  Tensor gy(y[0].shape());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (int64_t i = 0; i < gy.numel(); ++i) gy.data()[i] = normal(rng);
+  whole.zero_grad();
+  whole.backward({gy});
+
+  const int S = 2;
+  const nn::SpatialSplit split = nn::split_depth(proto, "cosmoflow_tiny", S);
+  REQUIRE(split.halos.size() == 2);
+  CHECK(split.halos[0].lo == 1);  // k 3, SAME_UPPER: one plane from each neighbour
+  CHECK(split.halos[0].hi == 1);
+  CHECK(split.halo_bytes_per_sample() == (2 * 4 * 8 * 8 + 2 * split.halos[1].channels * 4 * 4) * sizeof(float));
+  Bus bus(S);
+  std::vector<std::vector<Tensor>> outs(S);
+  std::vector<std::vector<Tensor>> grads(S);
+  std::vector<uint64_t> sent(S);
+  std::vector<std::string> errors(S);
+  std::vector<std::thread> ranks;
+  for (int s = 0; s < S; ++s)
+    ranks.emplace_back([&, s] {
+      try {
+        ThreadSlab slab(bus, s);
+        nn::ModelOptions o;
+        o.slabs = &slab;
+        nn::Model m(split.model, "cosmoflow_tiny (slab)", o);
+        outs[s] = m.forward({depth_slice(x, s * (x.dim(2) / S), x.dim(2) / S)}, nn::Mode::training);
+        m.zero_grad();
+        m.backward({gy});
+        for (auto& p : m.parameters()) grads[s].push_back(p.grad.to(Device::cpu()));
+        sent[s] = slab.halo_bytes_sent();
+      } catch (const std::exception& e) {
+        errors[s] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int s = 0; s < S; ++s) REQUIRE(errors[s].empty());
+  for (int s = 0; s < S; ++s) CHECK(max_rel(outs[s][0], y[0]) < 1e-5);
+  const auto& params = whole.parameters();
+  for (size_t p = 0; p < params.size(); ++p) {
+    Tensor mean = Tensor::zeros(params[p].grad.shape());
+    for (int s = 0; s < S; ++s)
+      for (int64_t i = 0; i < mean.numel(); ++i) mean.data()[i] += grads[s][p].data()[i] / S;
+    INFO(params[p].name);
+    CHECK(max_rel(mean, params[p].grad) < 1e-4);
+  }
+  // Halo bytes: with 2 slabs each sends its one boundary plane (lo = hi = 1) per conv forward,
+  // and per conv backward except the first's (the images need no gradient):
+  // n * C * H * W * 4 bytes per conv and direction.
+  auto plane_bytes = [&](const nn::HaloPlan& h) { return static_cast<uint64_t>(x.dim(0) * h.channels * h.height * h.width) * 4; };
+  const uint64_t want = 2 * plane_bytes(split.halos[1]) + plane_bytes(split.halos[0]);
+  CHECK(sent[0] == want);
+  CHECK(sent[1] == want);
+}
+
+TEST_CASE("spatial split: refusals name the node and the sizes", "[nn][spatial]") {
+  const onnx::ModelProto proto = fixture();
+  // 8 planes in 3 slabs.
+  CHECK_THROWS_WITH(nn::split_depth(proto, "m.onnx", 3), Catch::Contains("m.onnx: spatial split 3") &&
+                                                            Catch::Contains("depth 8, which 3 slabs do not divide"));
+  // 4 slabs of 2 planes: after the first pooling a slab is 1 plane, and the second pooling (stride 2) would cut its window.
+  CHECK_THROWS_WITH(nn::split_depth(proto, "m.onnx", 4), Catch::Contains("(MaxPool) would cut a pooling window"));
+  // 8 slabs of 1 plane: the first conv's halo fits (1 plane); the first pooling cuts.
+  CHECK_THROWS_AS(nn::split_depth(proto, "m.onnx", 8), Error);
+  // A model without a split runs the hpcnn nodes nowhere else: building one without a SlabExchange is refused.
+  const nn::SpatialSplit split = nn::split_depth(proto, "m.onnx", 2);
+  CHECK_THROWS_WITH(nn::Model(split.model, "m.onnx"), Catch::Contains("runs only in a model built for a spatial split"));
+  // S = 1 gathers nothing but the output, and halos are the conv's own pads.
+  const nn::SpatialSplit one = nn::split_depth(proto, "m.onnx", 1);
+  CHECK(one.halos.size() == 2);
+}
