@@ -45,6 +45,10 @@ class Communicator {
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank's value, indexed by rank.
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
+  // Point to point (MPI_Sendrecv): `n_send` floats to rank `dest` and `n_recv` floats from rank
+  // `source` (-1: no send, or no receive). The spatial split's halo exchange and slab allgather
+  // (train/spatial_group.h) between the consecutive ranks of a group.
+  virtual void sendrecv(const float* send, size_t n_send, int dest, float* recv, size_t n_recv, int source) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job at once (MPI_Abort) with exit status `code`.
   [[noreturn]] virtual void abort(int code) = 0;

@@ -112,6 +112,13 @@ class Mpi final : public Communicator {
     check(MPI_Allgather(&v, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather", rank_);
     return out;
   }
+  void sendrecv(const float* send, size_t n_send, int dest, float* recv, size_t n_recv, int source) override {
+    if (n_send > static_cast<size_t>(INT_MAX) || n_recv > static_cast<size_t>(INT_MAX))
+      throw_error(ErrorKind::usage, "MPI_Sendrecv of more than 2^31 floats on rank " + std::to_string(rank_));
+    check(MPI_Sendrecv(send, static_cast<int>(n_send), MPI_FLOAT, dest < 0 ? MPI_PROC_NULL : dest, 43, recv, static_cast<int>(n_recv),
+                       MPI_FLOAT, source < 0 ? MPI_PROC_NULL : source, 43, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv", rank_);
+  }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", rank_); }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);

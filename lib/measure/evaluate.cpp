@@ -1,11 +1,13 @@
 #include "measure/evaluate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
 #include "core/error.h"
 #include "data/loader.h"
 #include "measure/input_shape.h"
+#include "nn/spatial.h"
 #include "onnx/costs.h"
 #include "onnx/model.h"
 #include "onnx/shapes.h"
@@ -17,8 +19,9 @@ nn::EvalSums evaluate_samples(nn::Model& model, const EvalOptions& options, dist
   data::LoaderOptions o;
   o.mode = data::LoaderMode::evaluate;
   o.batch_size = options.batch_size;
-  o.rank = comm.rank();
-  o.world_size = comm.size();
+  const int S = std::max(1, options.slabs), slab = comm.rank() % S;
+  o.rank = comm.rank() / S;
+  o.world_size = comm.size() / S;
   o.seed = options.seed;
   o.prefetch = options.prefetch;
   o.augment = options.normalise;
@@ -28,12 +31,14 @@ nn::EvalSums evaluate_samples(nn::Model& model, const EvalOptions& options, dist
   const int64_t K = samples->target_width();
   nn::EvalSums e;
   while (auto b = loader.next_batch()) {
+    const Tensor images = S > 1 ? nn::depth_slab(b->images, slab, S) : b->images;
     if (K > 0)
-      nn::evaluate_regression_batch(model, b->images, b->targets, e);
+      nn::evaluate_regression_batch(model, images, b->targets, e);
     else
-      nn::evaluate_batch(model, b->images, b->labels, e, 0.0f,
+      nn::evaluate_batch(model, images, b->labels, e, 0.0f,
                          [&](int64_t n) { return samples->locate(b->indices[static_cast<size_t>(n)]); });
   }
+  if (slab != 0) e = nn::EvalSums{};  // the group's ranks saw the same samples: count them once
   std::vector<double> flat = e.flat(K);
   comm.allreduce_sum(flat.data(), flat.size());
   return nn::EvalSums::from_flat(flat, K);

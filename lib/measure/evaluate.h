@@ -29,6 +29,9 @@ struct EvalOptions {
   uint64_t seed = 1;             // the loader's seed (evaluation order does not depend on it)
   int prefetch = 4;              // batches queued by the loader thread
   data::Augmentation normalise;  // its mean and std are applied; augmentation stays off
+  // A depth-split model (nn/spatial.h): groups of `slabs` consecutive ranks evaluate the same
+  // samples, each its slab; the data are sharded over the groups and each sample is counted once.
+  int slabs = 1;
 };
 
 // Loss, top-1 and top-5 sums over `samples` (all ranks together); for samples with regression

@@ -44,6 +44,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/tensor.h"
+
 namespace hpcnn::nn {
 
 inline constexpr const char* kSpatialDomain = "hpcnn";
@@ -82,5 +84,9 @@ struct SpatialSplit {
 };
 
 SpatialSplit split_depth(const onnx::ModelProto& model, const std::string& origin, int slabs);
+
+// Slab `slab` of `slabs` of a batch of volumes [N, C, D, H, W] (host, plain): planes
+// [slab * D / S, (slab + 1) * D / S). ErrorKind::bad_input when x is not 5-D or S does not divide D.
+Tensor depth_slab(const Tensor& x, int slab, int slabs);
 
 }  // namespace hpcnn::nn

@@ -55,6 +55,7 @@ void visit_keys(Config& c, Visit&& visit) {
   visit("/sparse", c.sparse);
   visit("/mask", c.mask);
   visit("/exchange/algorithm", c.exchange_algorithm);
+  visit("/parallel/spatial", c.spatial);
   visit("/max_steps_per_epoch", c.max_steps_per_epoch);
 }
 
@@ -142,6 +143,7 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
          "regression");
   }
   need(c.threads >= 0, "threads must be >= 0");
+  need(c.spatial >= 1, "parallel.spatial must be >= 1 (1: no spatial split)");
   need(c.max_steps_per_epoch >= 0, "max_steps_per_epoch must be >= 0");
   need(c.exchange_algorithm == "flat" || c.exchange_algorithm == "hierarchical" || c.exchange_algorithm == "auto",
        "exchange.algorithm '" + c.exchange_algorithm + "' is not one of: flat, hierarchical, auto");

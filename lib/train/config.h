@@ -40,6 +40,10 @@ struct TrainConfig {
   bool sparse = false;
   // The gradient allreduce: flat | hierarchical | auto (dist/hierarchical.h).
   std::string exchange_algorithm = "auto";
+  // Spatial split of 3-D CNNs (nn/spatial.h, train/spatial_group.h): groups of S consecutive
+  // ranks share each sample, one depth slab per rank; 1: plain data parallelism. Global batch:
+  // batch_size x ranks / S.
+  int spatial = 1;
   std::string mask;                   // ONNX model whose zero weights give the sparsity mask
   int64_t max_steps_per_epoch = 0;    // 0: all (a limit for smoke tests)
   nlohmann::json merged;              // the merged configuration, as --print-config shows it

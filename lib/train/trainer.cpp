@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
@@ -26,6 +28,7 @@
 #include "nn/model.h"
 #include "nn/proto_tensor.h"
 #include "nn/regression.h"
+#include "nn/spatial.h"
 #include "nn/threads.h"
 #include "onnx/compare.h"
 #include "onnx/costs.h"
@@ -34,6 +37,7 @@
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
 #include "train/optimizer.h"
+#include "train/spatial_group.h"
 
 namespace hpcnn::train {
 
@@ -77,9 +81,11 @@ void compare_checksums(nn::Model& model, dist::Communicator& comm, const std::st
                                          " (checksums " + std::to_string(all[r]) + " vs " + std::to_string(all[0]) + ")");
 }
 
-// The evaluation options of a configuration (measure/evaluate.h).
-measure::EvalOptions eval_options(const TrainConfig& cfg) {
+// The evaluation options of a configuration (measure/evaluate.h); `slabs` > 1 for the trainer's
+// depth-split model.
+measure::EvalOptions eval_options(const TrainConfig& cfg, int slabs = 1) {
   measure::EvalOptions o;
+  o.slabs = slabs;
   o.batch_size = cfg.eval_batch_size;
   o.seed = cfg.seed;
   o.prefetch = cfg.data.prefetch;
@@ -145,7 +151,16 @@ Fault read_fault() {
 class Trainer {
  public:
   Trainer(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& run)
-      : cfg_(cfg), comm_(comm), run_(run), rank_(comm.rank()), world_(comm.size()), fault_(read_fault()) {}
+      : cfg_(cfg),
+        comm_(comm),
+        run_(run),
+        rank_(comm.rank()),
+        world_(comm.size()),
+        S_(cfg.spatial),
+        slab_(comm.rank() % cfg.spatial),
+        replica_(comm.rank() / cfg.spatial),
+        replicas_(comm.size() / cfg.spatial),
+        fault_(read_fault()) {}
 
   json run() {
     set_threads(cfg_, comm_);
@@ -197,7 +212,20 @@ class Trainer {
                                           "(for --resume auto: remove the checkpoint or choose another checkpoint path)");
       loaded_.proto = ckpt_.model;
     }
-    model_ = std::make_unique<nn::Model>(loaded_.proto, cfg_.model, nn::ModelOptions{false, static_cast<unsigned>(cfg_.seed)});
+    nn::ModelOptions mo{false, static_cast<unsigned>(cfg_.seed)};
+    if (S_ > 1) {
+      // Spatial split (nn/spatial.h): this rank runs slab rank mod S of replica rank / S.
+      group_ = std::make_unique<SpatialGroup>(comm_, S_);
+      split_ = nn::split_depth(loaded_.proto, cfg_.model, S_);
+      mo.slabs = group_.get();
+      std::string halos;
+      for (const auto& h : split_.halos) halos += fmt::format("{}{} ({}+{})", halos.empty() ? "" : ", ", h.conv, h.lo, h.hi);
+      spdlog::info("spatial split {}: {} groups of {} ranks, slabs of {} of {} planes; halo planes per conv: {}; gathered: {}; "
+                   "{} halo bytes per sample forward (an interior rank)",
+                   S_, replicas_, S_, split_.input_depth / S_, split_.input_depth, halos,
+                   fmt::join(split_.gathered, ", "), split_.halo_bytes_per_sample());
+    }
+    model_ = std::make_unique<nn::Model>(S_ > 1 ? split_.model : loaded_.proto, cfg_.model, mo);
     if (model_->input_names().size() != 1 || model_->output_names().empty())
       throw_error(ErrorKind::unsupported, cfg_.model + ": dist-train needs a model with one input (images) and " +
                                               (regression() ? "its predictions" : "logits") + " as its first output");
@@ -265,8 +293,8 @@ class Trainer {
     data::LoaderOptions lo;
     lo.mode = data::LoaderMode::train;
     lo.batch_size = cfg_.batch_size;
-    lo.rank = rank_;
-    lo.world_size = world_;
+    lo.rank = replica_;  // the group's ranks read the same samples (each cuts its slab)
+    lo.world_size = replicas_;
     lo.seed = cfg_.seed;
     lo.prefetch = cfg_.data.prefetch;
     lo.augment = cfg_.augmentation;
@@ -275,9 +303,9 @@ class Trainer {
     if (cfg_.max_steps_per_epoch > 0) steps_per_epoch_ = std::min(steps_per_epoch_, cfg_.max_steps_per_epoch);
     if (steps_per_epoch_ < 1)
       throw_error(ErrorKind::usage, "the training set (" + std::to_string(train_src_->size()) + " samples) is too small for " +
-                                        std::to_string(world_) + " ranks x batch " + std::to_string(cfg_.batch_size) +
+                                        std::to_string(replicas_) + " replicas x batch " + std::to_string(cfg_.batch_size) +
                                         " x accumulation " + std::to_string(cfg_.accumulation_steps));
-    global_batch_ = static_cast<int64_t>(world_) * cfg_.batch_size * cfg_.accumulation_steps;
+    global_batch_ = static_cast<int64_t>(replicas_) * cfg_.batch_size * cfg_.accumulation_steps;
     spdlog::info("{} rank(s) x {} thread(s), global batch {}, {} steps per epoch, peak lr {:.4g}", world_, nn::num_threads(),
                  global_batch_, steps_per_epoch_, cfg_.lr.peak(global_batch_));
   }
@@ -336,9 +364,10 @@ class Trainer {
     for (int a = 0; a < cfg_.accumulation_steps; ++a) {
       auto batch = loader_->next_batch();
       if (!batch) throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loader ran out of batches");
-      model_->set_seed(data::mix_seed(cfg_.seed, static_cast<uint64_t>(rank_),
+      // Dropout masks per replica: the ranks of a spatial group run the gathered layers alike.
+      model_->set_seed(data::mix_seed(cfg_.seed, static_cast<uint64_t>(replica_),
                                       static_cast<uint64_t>(global_step_ * cfg_.accumulation_steps + a)));
-      auto out = model_->forward({batch->images}, nn::Mode::training);
+      auto out = model_->forward({S_ > 1 ? nn::depth_slab(batch->images, slab_, S_) : batch->images}, nn::Mode::training);
       inject_fault(out.at(0));
       Tensor grad;
       const double loss = regression() ? regression_loss(out.at(0), *batch, sums, grad) : classification_loss(out.at(0), *batch, sums, grad);
@@ -349,7 +378,7 @@ class Trainer {
       std::vector<Tensor> grads(out.size());
       grads[0] = grad;
       model_->backward(grads);
-      const double n = static_cast<double>(batch->images.dim(0));
+      const double n = slab_ == 0 ? static_cast<double>(batch->images.dim(0)) : 0.0;  // a group counts its samples once
       sums.loss += loss * n;
       sums.count += n;
     }
@@ -364,14 +393,16 @@ class Trainer {
     nn::check_labels(batch.labels, logits.dim(1),
                      [&](int64_t n) { return loader_->source().locate(batch.indices[static_cast<size_t>(n)]); });
     const auto l = nn::softmax_cross_entropy(logits, batch.labels, cfg_.label_smoothing, &grad);
-    sums.correct += static_cast<double>(l.correct1);
+    if (slab_ == 0) sums.correct += static_cast<double>(l.correct1);
     return l.loss;
   }
 
   double regression_loss(const Tensor& predictions, const data::Batch& batch, EpochSums& sums, Tensor& grad) const {
     const nn::RegressionLoss l = nn::mean_squared_error(predictions, batch.targets, &grad);
-    sums.absolute_error += l.sums.absolute_error;
-    sums.values += l.sums.values;
+    if (slab_ == 0) {
+      sums.absolute_error += l.sums.absolute_error;
+      sums.values += l.sums.values;
+    }
     return l.mse;
   }
 
@@ -422,9 +453,16 @@ class Trainer {
            {"seconds", secs_mean},
            {"final_polish", sums.polish},
            {"bytes_exchanged_per_step", exchange_->bytes_per_step()}};
+    if (S_ > 1) {
+      // Halo bytes sent per step by the rank that sent most (an interior rank: both neighbours).
+      int64_t halo = static_cast<int64_t>(group_->halo_bytes_sent() - halo_bytes_at_epoch_start_);
+      comm_.allreduce_max(&halo, 1);
+      halo_bytes_at_epoch_start_ = group_->halo_bytes_sent();
+      m["halo_bytes_per_step"] = static_cast<double>(halo) / static_cast<double>(std::max<int64_t>(1, steps_per_epoch_));
+    }
     const char* metric = regression() ? "mae" : "accuracy";  // the one number per split in the log line
     if (validation_src_) {
-      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_), comm_, validation_src_));
+      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_, S_), comm_, validation_src_));
       m["validation_loss"] = e.mean_loss;
       m.update(measure::metrics_json(e, "validation_"));
       m.erase("validation_top5");
@@ -432,7 +470,7 @@ class Trainer {
       early_stop_ = cfg_.stop_at_validation_accuracy > 0 && e.top1 > cfg_.stop_at_validation_accuracy;
     }
     if (test_src_) {
-      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_), comm_, test_src_));
+      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_, S_), comm_, test_src_));
       m["test_loss"] = e.mean_loss;
       m.update(measure::metrics_json(e, "test_"));
     }
@@ -510,6 +548,8 @@ class Trainer {
                  {"train_images_per_second", train_seconds_ > 0 ? images_total_ / train_seconds_ : 0.0},
                  {"seconds", total}};
     summary["task"] = cfg_.task;
+    summary["spatial_split"] = S_;
+    if (last_.contains("halo_bytes_per_step")) summary["halo_bytes_per_step"] = last_["halo_bytes_per_step"];
     for (const char* k : {"train_loss", "train_accuracy", "train_mae", "validation_loss", "validation_accuracy", "validation_mse",
                           "validation_mae", "validation_mae_per_target", "test_loss", "test_accuracy", "test_top5", "test_mse",
                           "test_mae", "test_mae_per_target"})
@@ -530,7 +570,11 @@ class Trainer {
   dist::Communicator& comm_;
   const RunOptions& run_;
   const int rank_, world_;
+  const int S_, slab_, replica_, replicas_;  // spatial split: slab rank mod S of replica rank / S
   const Fault fault_;
+  std::unique_ptr<SpatialGroup> group_;
+  nn::SpatialSplit split_;
+  uint64_t halo_bytes_at_epoch_start_ = 0;
   std::chrono::steady_clock::time_point t_start_;
   onnxu::Model loaded_;
   Checkpoint ckpt_;

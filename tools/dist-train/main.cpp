@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   hpcnn::set_process_identity(comm->rank(), comm->host());
   g_rank = comm->rank();  // device errors name the rank and host
   std::string config, resume, evaluate, model, output, metrics, checkpoint, split = "test";
-  int epochs = 0, batch = 0, threads = -1;
+  int epochs = 0, batch = 0, threads = -1, spatial = 0;
   double lr = 0;
   bool print_config = false, force = false, fine_tune = false;
   std::vector<std::string> sets;
@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
         app.add_option("--lr", lr, "Override 'lr.base'")->check(hpcnn::tool::positive_number);
         app.add_option("--threads", threads, "Override 'threads' (per rank; 0 = cores / ranks on the node)")
             ->check(hpcnn::tool::non_negative_number);
+        app.add_option("--spatial-split", spatial,
+                       "Override 'parallel.spatial': groups of S consecutive ranks share each 3-D sample, one depth slab "
+                       "per rank (global batch = batch_size x ranks / S)")
+            ->check(hpcnn::tool::positive_number);
         app.add_option("--metrics", metrics, "Override 'metrics': JSON lines, one per epoch");
         app.add_option("--checkpoint", checkpoint, "Override 'checkpoint.path'");
         app.add_option("--set", sets, "Override any key: --set optimizer.type=lars (repeatable; value as JSON or a string)");
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
         if (batch > 0) overrides.emplace_back("batch_size", std::to_string(batch));
         if (lr > 0) overrides.emplace_back("lr.base", nlohmann::json(lr).dump());
         if (threads >= 0) overrides.emplace_back("threads", std::to_string(threads));
+        if (spatial > 0) overrides.emplace_back("parallel.spatial", std::to_string(spatial));
         if (split != "test" && evaluate.empty())
           hpcnn::throw_error(hpcnn::ErrorKind::usage, "--split goes with --evaluate MODEL");
         if (!evaluate.empty() && model.empty()) overrides.emplace_back("model", str(evaluate));
