@@ -5,7 +5,9 @@ a host and TCP between hosts. Needs root (CI runs as root): its absence is a fai
 Checks: 2 hosts x 2 ranks train the same weights as 4 ranks on one host; Open MPI's byte counters
 see inter-host bytes on the veths and intra-host bytes on shared memory (no network interface
 carries them); a host whose daemon dies ends the job, non-zero, on the other host within a bound,
-with no model written; the test bed leaves nothing behind, whatever happens."""
+with no model written; the hierarchical allreduce sends 2 S (N - 1) / N gradient bytes per node and
+step across hosts whatever the placement (the flat one twice that in round-robin placement); the test
+bed leaves nothing behind, whatever happens."""
 import json
 import os
 import re
@@ -237,3 +239,91 @@ def test_nothing_left_after_failure_signal_or_bad_setup(bed, tmp_path):
     # A setup failure (here a bad --rate for tc) ends before the command, leaving nothing.
     p = subprocess.run(bed_cmd(bed, "--rate", "not-a-rate", "run", "--", "true"), capture_output=True, text=True)
     assert p.returncode != 0 and not leftovers(bed), p.stderr
+
+
+def inter_host_by_host(sent, host_of):
+    """{host: bytes its ranks sent to ranks of the other host} from monitored()'s pairs."""
+    return {h: sum(b for (s, d), b in sent.items() if host_of[s] == h and host_of[d] != h) for h in ("nodea", "nodeb")}
+
+
+def test_hierarchical_allreduce_inter_host_bytes_do_not_depend_on_placement(bed, tmp_path):
+    """exchange.algorithm=hierarchical (lib/dist/hierarchical.h) on 2 hosts x 2 ranks, block placement
+    (`-host nodea:2,nodeb:2`: ranks 0, 1 on nodea) and round-robin (`--map-by node`: ranks 0, 2 on
+    nodea), with the flat allreduce as the control, counted by Open MPI's pml monitoring.
+
+    Bytes per step = (the 8-step run - the 4-step run) / 4 (the fixed cost of a run, the start's
+    broadcast of the weights and the end's, cancels). Per node and step, sent to the other node:
+
+        inter = 2 * S * (N - 1) / N  +  L * (8 + 8 * (1 + 2 * C))  =  S + 288 bytes (N = 2 nodes, L = 2)
+
+    S = 36 424 bytes, the gradient (9106 floats; the summary's bytes_exchanged_per_step): step 2 of the
+    hierarchical allreduce is an allreduce of one shard of S / L bytes among the N nodes, and each of
+    a node's L local ranks sends 2 (N - 1) / N of its shard. The second term is what the flat test's
+    numbers also hold besides the gradient (README: 2.02 S and 4.02 S = 2 S + 576 and 4 S + 576 for
+    all 4 ranks, i.e. + 288 per node): two small flat allreduces per step that do not go through the
+    exchange, the stop flag (one int64, trainer.cpp) and the BatchNorm moments (count + 2 x C
+    doubles, C = 8 channels of the tiny CNN, batchnorm_sync.cpp); Open MPI runs them as recursive
+    doubling over the 4 ranks, where each rank sends both buffers to exactly one rank on the other
+    node in either placement (rank ^ 2 in block, rank ^ 1 in round-robin). Measured: exactly
+    36 712 = S + 288 per node and step in both placements (asserted within 1% of S). The flat
+    allreduce (Rabenseifner: recursive halving, then doubling, nearest rank first) sends as much in
+    block placement but 2 S + 288 = 73 136 in round-robin. `auto` picks hierarchical here (its log
+    line) and trains bitwise what hierarchical does. The trained weights equal flat's within 1e-5 of
+    each tensor's max |w| (the bound of lib/dist/hierarchical.h per step, propagated through the
+    SGD steps: see tests/dist/test_dist_train_hierarchical.py); block placement sums in flat's order,
+    (g0 + g1) + (g2 + g3), round-robin in another, (g0 + g2) + (g1 + g3)."""
+    placements = {"block": ((), HOST_OF), "round-robin": (("--map-by", "node"), {0: "nodea", 1: "nodeb", 2: "nodea", 3: "nodeb"})}
+    runs = {}
+    subprocess.run(bed_cmd(bed, "up"), check=True)
+    try:
+        def train(name, algorithm, placement, steps):
+            d = tmp_path / name
+            cfg = train_config(d, max_steps_per_epoch=steps)
+            p = subprocess.run(bed_cmd(bed, "exec", "head", *mpirun(
+                *placements[placement][0], "--mca", "pml_monitoring_enable", 1, "--mca", "pml_monitoring_enable_output", 3,
+                "--mca", "pml_monitoring_filename", d / "mon", H.tool("dist-train"), "--config", cfg,
+                "--set", f"exchange.algorithm={algorithm}")), capture_output=True, text=True, timeout=300, env=env())
+            s = ok(p)
+            assert s["world_size"] == 4 and s["steps"] == steps, s
+            sent = monitored(d / "mon")
+            assert len({r for r, _ in sent}) == 4, sent  # every rank wrote its counters
+            runs[name] = dict(stderr=p.stderr, inter=inter_host_by_host(sent, placements[placement][1]),
+                              weights=weights(d / "trained.onnx"), S=json.loads((d / "metrics.jsonl").read_text().splitlines()[-1])["bytes_exchanged_per_step"])
+        for algorithm in ("flat", "hierarchical"):
+            for placement in placements:
+                for steps in (4, 8):
+                    train(f"{algorithm}-{placement}-{steps}", algorithm, placement, steps)
+        train("auto-round-robin-8", "auto", "round-robin", 8)
+    finally:
+        subprocess.run(bed_cmd(bed, "down"), check=True)
+
+    S = runs["flat-block-8"]["S"]
+    channels = runs["flat-block-8"]["weights"]["bn.scale"].size
+    # S: a float per parameter, every initializer but the BatchNorm running mean and variance
+    assert S == 4 * (sum(w.size for w in runs["flat-block-8"]["weights"].values()) - 2 * channels) == 36424, S
+    nodes, local = 2, 2
+    overhead = local * (8 + 8 * (1 + 2 * channels))
+    expected = 2 * S * (nodes - 1) // nodes + overhead
+    per_step = {}
+    for algorithm in ("flat", "hierarchical"):
+        for placement in placements:
+            a, b = runs[f"{algorithm}-{placement}-4"]["inter"], runs[f"{algorithm}-{placement}-8"]["inter"]
+            per_step[algorithm, placement] = {h: (b[h] - a[h]) / 4 for h in a}
+            print(f"{algorithm} {placement}: inter-host bytes per step and node {per_step[algorithm, placement]} "
+                  f"= {[round(v / S, 4) for v in per_step[algorithm, placement].values()]} S (S = {S})")
+    print(f"expected for hierarchical: 2 S (N-1)/N + {overhead} = {expected}")
+    for placement in placements:
+        for h, v in per_step["hierarchical", placement].items():
+            assert abs(v - expected) <= 0.01 * S, (placement, h, v, expected)
+        assert "gradient allreduce: hierarchical (requested (2 nodes x 2 ranks))" in runs[f"hierarchical-{placement}-8"]["stderr"]
+    for h in ("nodea", "nodeb"):
+        assert per_step["flat", "round-robin"][h] > 1.5 * per_step["hierarchical", "round-robin"][h], per_step
+    assert "gradient allreduce: hierarchical (auto: 2 nodes x 2 ranks)" in runs["auto-round-robin-8"]["stderr"], \
+        runs["auto-round-robin-8"]["stderr"]
+    for k, w in runs["hierarchical-round-robin-8"]["weights"].items():
+        assert np.array_equal(runs["auto-round-robin-8"]["weights"][k], w), k
+    for placement in placements:
+        wf, wh = runs[f"flat-{placement}-8"]["weights"], runs[f"hierarchical-{placement}-8"]["weights"]
+        worst = max(float(np.max(np.abs(wh[k] - w))) / (float(np.max(np.abs(w))) or 1.0) for k, w in wf.items())
+        print(f"{placement}: hierarchical vs flat after 8 steps: max |diff| / max |w| = {worst:.3g}")
+        assert worst <= 1e-5, (placement, worst)
