@@ -116,7 +116,7 @@ class Splitter {
       r.input_depth = x[2];
       split_.insert(in.name());
     }
-    for (int i = 0; i < g.node_size(); ++i) place(g.node(i), i, r);
+    for (int i = 0; i < g.node_size(); ++i) place(g.node(i), i);
     r.model = model_;
     auto* graph = r.model.mutable_graph();
     // Graph outputs that are slabs: the producer writes "<name>__slab", a SlabGather the output.
@@ -152,11 +152,11 @@ class Splitter {
   }
 
   const onnxu::Dims& dims(const std::string& value, const std::string& who) const {
-    auto it = shapes_.find(value);
-    if (it == shapes_.end() || std::any_of(it->second.begin(), it->second.end(), [](int64_t d) { return d < 0; }))
-      if (it == shapes_.end() || it->second.size() < 3 ||
-          std::any_of(it->second.begin() + 2, it->second.end(), [](int64_t d) { return d < 0; }))
-        fail(who + " has no known shape: the split needs every depth before training");
+    // The batch dim may be symbolic; channels and spatial sizes must be known.
+    const auto it = shapes_.find(value);
+    const bool known = it != shapes_.end() && it->second.size() >= 3 &&
+                       std::none_of(it->second.begin() + 1, it->second.end(), [](int64_t d) { return d < 0; });
+    if (!known) fail(who + " has no known shape: the split needs every depth before training");
     return it->second;
   }
 
@@ -264,8 +264,7 @@ class Splitter {
     return d.size() < 3 || d[d.size() - 3] == 1;
   }
 
-  void place(const onnx::NodeProto& node, int index, SpatialSplit& r) {
-    (void)r;
+  void place(const onnx::NodeProto& node, int index) {
     std::vector<int> on_slab;
     for (int i = 0; i < node.input_size(); ++i)
       if (split_.count(node.input(i))) on_slab.push_back(i);
