@@ -179,6 +179,24 @@ TEST_CASE("spatial split: refusals name the node and the sizes", "[nn][spatial]"
   CHECK_THROWS_WITH(nn::split_depth(proto, "m.onnx", 4), Catch::Contains("(MaxPool) would cut a pooling window"));
   // 8 slabs of 1 plane: the first conv's halo fits (1 plane); the first pooling cuts.
   CHECK_THROWS_AS(nn::split_depth(proto, "m.onnx", 8), Error);
+  // A 5x5x5 first conv (SAME: 2 planes each side) in slabs of 1 plane: the halo is thicker than the slab.
+  onnx::ModelProto wide = proto;
+  const std::string w1 = wide.graph().node(0).input(1);
+  for (auto& t : *wide.mutable_graph()->mutable_initializer())
+    if (t.name() == w1) {
+      const int64_t m = t.dims(0), c = t.dims(1);
+      t.clear_dims();
+      for (int64_t d : {m, c, int64_t{5}, int64_t{5}, int64_t{5}}) t.add_dims(d);
+      t.clear_raw_data();
+      t.clear_float_data();
+      t.set_raw_data(std::string(static_cast<size_t>(m * c * 125) * sizeof(float), '\0'));
+    }
+  for (auto& at : *wide.mutable_graph()->mutable_node(0)->mutable_attribute())
+    if (at.name() == "kernel_shape")
+      for (int i = 0; i < 3; ++i) at.set_ints(i, 5);
+  CHECK_THROWS_WITH(nn::split_depth(wide, "wide.onnx", 8),
+                    Catch::Contains("needs a halo of 2 planes, thicker than the slab of 1 planes (input depth 8 / 8)"));
+  CHECK(nn::split_depth(wide, "wide.onnx", 2).halos[0].lo == 2);
   // A model without a split runs the hpcnn nodes nowhere else: building one without a SlabExchange is refused.
   const nn::SpatialSplit split = nn::split_depth(proto, "m.onnx", 2);
   CHECK_THROWS_WITH(nn::Model(split.model, "m.onnx"), Catch::Contains("runs only in a model built for a spatial split"));
