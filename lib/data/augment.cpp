@@ -280,16 +280,17 @@ void transform_sample(const void* src, const SampleInfo& s, int pad, const Augme
   }
 }
 
+void normalise_sample(const void* src, const SampleInfo& s, const Normalizer& norm, float* dst) {
+  if (s.volume())
+    transform_volume(src, s, VolumeDraw{}, norm, dst);
+  else
+    transform_sample(src, s, 0, AugmentDraw{}, norm, dst);
+}
+
 void augment_sample(const void* src, const SampleInfo& s, const Augmentation& o, const Normalizer& norm, bool augment,
                     std::mt19937_64& rng, float* dst) {
-  if (s.volume()) {
-    transform_volume(src, s, augment ? draw_volume_augment(o, rng) : VolumeDraw{}, norm, dst);
-    return;
-  }
-  if (!augment) {
-    transform_sample(src, s, 0, AugmentDraw{}, norm, dst);
-    return;
-  }
+  if (!augment) return normalise_sample(src, s, norm, dst);
+  if (s.volume()) return transform_volume(src, s, draw_volume_augment(o, rng), norm, dst);
   transform_sample(src, s, o.crop_padding, draw_augment(o, rng, s.height, s.width), norm, dst);
 }
 

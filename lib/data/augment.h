@@ -115,6 +115,9 @@ void check_augment_for(const Augmentation& options, const SampleInfo& sample);
 void transform_sample(const void* src, const SampleInfo& sample, int pad, const AugmentDraw& draw, const Normalizer& norm,
                       float* dst);
 
+// Normalisation only (step 3), for an image or a volume: evaluation and non-augmented epochs.
+void normalise_sample(const void* src, const SampleInfo& sample, const Normalizer& norm, float* dst);
+
 // draw_augment + transform_sample when `augment`, else normalisation only (no random numbers used);
 // for a volume, draw_volume_augment + transform_volume (data/augment_volume.h).
 void augment_sample(const void* src, const SampleInfo& sample, const Augmentation& options, const Normalizer& norm, bool augment,

@@ -133,30 +133,23 @@ std::vector<int32_t> load_labels(const std::string& labels_path, int decode_thre
 
 Annotations load_annotations(const std::string& path, int decode_threads) {
   FileBytes fb = read_file_decoded(path, decode_threads);
-  if (format_of(fb) == DataFormat::npy) {
-    NpyArray a = parse_npy(fb.bytes, fb.origin);
+  if (format_of(fb) == DataFormat::npy) {  // parsed once: float arrays are targets, integer ones labels
+    const NpyArray a = parse_npy(fb.bytes, fb.origin);
     if (a.dtype == "<f4" || a.dtype == "<f8") {
       Targets t = npy_to_targets(a);
       return {{}, std::move(t.values), t.width};
     }
+    return {npy_to_labels(a), {}, 0};
   }
   return {load_labels(path, decode_threads), {}, 0};
 }
 
-// The labels or targets of `labels_path` into `s`, their count checked against the images'.
-static void attach_annotations(ImageSet& s, const std::string& images_path, const std::string& labels_path, int decode_threads) {
-  Annotations a = load_annotations(labels_path, decode_threads);
-  if (a.count() != s.count)
-    throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(a.count()) +
-                                          (a.width > 0 ? " target rows" : " labels") + " but " + images_path + " holds " +
-                                          std::to_string(s.count) + " images");
-  if (a.width > 0) {
-    s.targets = std::move(a.targets);
-    s.target_width = a.width;
-  } else {
-    s.labels = std::move(a.labels);
-    s.labeled = true;
-  }
+Annotations load_annotations(const std::string& path, const std::string& images_path, int64_t count, int decode_threads) {
+  Annotations a = load_annotations(path, decode_threads);
+  if (a.count() != count)
+    throw_error(ErrorKind::bad_input, path + " holds " + std::to_string(a.count()) + (a.width > 0 ? " target rows" : " labels") +
+                                          " but " + images_path + " holds " + std::to_string(count) + " images");
+  return a;
 }
 
 ImageSet load_images(const std::string& images_path, const std::string& labels_path, int decode_threads) {
@@ -171,7 +164,13 @@ ImageSet load_images(const std::string& images_path, const std::string& labels_p
     s = f == DataFormat::idx ? images_from_idx(fb) : f == DataFormat::npy ? images_from_npy(fb) : images_from_cifar(fb);
   }
   s.origin = images_path;
-  if (!labels_path.empty()) attach_annotations(s, images_path, labels_path, decode_threads);
+  if (!labels_path.empty()) {
+    Annotations a = load_annotations(labels_path, images_path, s.count, decode_threads);
+    s.labeled = a.width == 0;
+    s.labels = std::move(a.labels);
+    s.targets = std::move(a.targets);
+    s.target_width = a.width;
+  }
   return s;
 }
 

@@ -86,6 +86,8 @@ struct Annotations {
 
 // A labels file, by content: a float .npy gives targets, anything else class labels (load_labels).
 Annotations load_annotations(const std::string& path, int decode_threads = 0);
+// The same, checked to hold `count` rows (ErrorKind::bad_input naming both files otherwise).
+Annotations load_annotations(const std::string& path, const std::string& images_path, int64_t count, int decode_threads = 0);
 
 // Loads an images file and its labels file (labels_path empty: no labels, or CIFAR-10, whose
 // files hold both; a float .npy: regression targets). Checks that the label (target row) count

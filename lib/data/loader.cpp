@@ -121,8 +121,12 @@ Batch BatchLoader::build(int64_t epoch, int64_t step, bool augment, const std::v
     int32_t label = -1;
     source_->read(index, scratch.data(), &label);
     float* dst = b.images.data() + j * numel;
-    std::mt19937_64 rng(aug ? sample_seed(options_.seed, epoch, index) : 0);
-    augment_sample(scratch.data(), s, options_.augment, norm_, aug, rng, dst);
+    if (aug) {
+      std::mt19937_64 rng(sample_seed(options_.seed, epoch, index));
+      augment_sample(scratch.data(), s, options_.augment, norm_, true, rng, dst);
+    } else {
+      normalise_sample(scratch.data(), s, norm_, dst);
+    }
     if (labeled) b.labels[static_cast<size_t>(j)] = label;
     if (K > 0) source_->read_targets(index, b.targets.data() + j * K);
   };

@@ -111,11 +111,7 @@ FileSource::FileSource(const std::string& images_path, const std::string& labels
       break;
   }
   if (!labels_path.empty()) {
-    Annotations a = load_annotations(labels_path);
-    if (a.count() != size_)
-      throw_error(ErrorKind::bad_input, labels_path + " holds " + std::to_string(a.count()) +
-                                            (a.width > 0 ? " target rows" : " labels") + " but " + images_path + " holds " +
-                                            std::to_string(size_) + " images");
+    Annotations a = load_annotations(labels_path, images_path, size_);
     if (a.width > 0) {
       target_width_ = a.width;
       targets_ = std::move(a.targets);

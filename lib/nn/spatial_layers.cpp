@@ -13,19 +13,9 @@
 
 namespace hpcnn::nn::detail {
 
-namespace {
-
-const Tensor& slab_input(const std::vector<const Value*>& in, const char* op) {
-  if (in.empty() || !in[0] || !in[0]->defined() || in[0]->is_int)
-    throw_error(ErrorKind::bad_input, std::string(op) + ": its input is missing or not fp32");
-  if (in[0]->t.rank() != 5)
-    throw_error(ErrorKind::bad_input, std::string(op) + ": a slab is 5-D [N, C, D, H, W], got " + shape_to_string(in[0]->t.shape()));
-  return in[0]->t;
-}
-
 // Copies planes [from, from + count) of every (n, c) of `src` (depth src_d) to planes [to, to + count)
 // of `dst` (depth dst_d), `plane` floats each; with `add`, adds instead.
-void copy_planes(const float* src, int64_t src_d, int64_t from, float* dst, int64_t dst_d, int64_t to, int64_t count,
+static void copy_planes(const float* src, int64_t src_d, int64_t from, float* dst, int64_t dst_d, int64_t to, int64_t count,
                  int64_t nc, int64_t plane, bool add = false) {
   if (count <= 0) return;
   const int64_t n = count * plane;
@@ -37,6 +27,16 @@ void copy_planes(const float* src, int64_t src_d, int64_t from, float* dst, int6
     else
       std::memcpy(d, s, static_cast<size_t>(n) * sizeof(float));
   }
+}
+
+namespace {
+
+const Tensor& slab_input(const std::vector<const Value*>& in, const char* op) {
+  if (in.empty() || !in[0] || !in[0]->defined() || in[0]->is_int)
+    throw_error(ErrorKind::bad_input, std::string(op) + ": its input is missing or not fp32");
+  if (in[0]->t.rank() != 5)
+    throw_error(ErrorKind::bad_input, std::string(op) + ": a slab is 5-D [N, C, D, H, W], got " + shape_to_string(in[0]->t.shape()));
+  return in[0]->t;
 }
 
 class HaloExchangeLayer final : public Layer {
@@ -128,6 +128,25 @@ class SlabGatherLayer final : public Layer {
 };
 
 }  // namespace
+
+}  // namespace hpcnn::nn::detail
+
+namespace hpcnn::nn {
+
+Tensor depth_slab(const Tensor& x_in, int slab, int slabs) {
+  const Tensor x = to_layout(x_in.to(Device::cpu()), Layout::plain);
+  if (x.rank() != 5 || slabs < 1 || x.dim(2) % slabs != 0 || slab < 0 || slab >= slabs)
+    throw_error(ErrorKind::bad_input, "slab " + std::to_string(slab) + " of " + std::to_string(slabs) + " of a batch of shape " +
+                                          shape_to_string(x.shape()) + " (5-D, the depth a multiple of the slabs)");
+  const int64_t n = x.dim(2) / slabs;
+  Tensor y({x.dim(0), x.dim(1), n, x.dim(3), x.dim(4)});
+  detail::copy_planes(x.data(), x.dim(2), slab * n, y.data(), n, 0, n, x.dim(0) * x.dim(1), x.dim(3) * x.dim(4));
+  return y;
+}
+
+}  // namespace hpcnn::nn
+
+namespace hpcnn::nn::detail {
 
 std::unique_ptr<Layer> make_spatial_layer(const onnx::NodeProto& node, SlabExchange* slabs) {
   if (!slabs)

@@ -313,18 +313,6 @@ class Splitter {
 
 }  // namespace
 
-Tensor depth_slab(const Tensor& x_in, int slab, int slabs) {
-  const Tensor x = to_layout(x_in.to(Device::cpu()), Layout::plain);
-  if (x.rank() != 5 || slabs < 1 || x.dim(2) % slabs != 0 || slab < 0 || slab >= slabs)
-    throw_error(ErrorKind::bad_input, "slab " + std::to_string(slab) + " of " + std::to_string(slabs) + " of a batch of shape " +
-                                          shape_to_string(x.shape()) + " (5-D, the depth a multiple of the slabs)");
-  const int64_t n = x.dim(2) / slabs, P = x.dim(3) * x.dim(4);
-  Tensor y({x.dim(0), x.dim(1), n, x.dim(3), x.dim(4)});
-  for (int64_t i = 0; i < x.dim(0) * x.dim(1); ++i)
-    std::copy_n(x.data() + (i * x.dim(2) + slab * n) * P, n * P, y.data() + i * n * P);
-  return y;
-}
-
 SpatialSplit split_depth(const onnx::ModelProto& model, const std::string& origin, int slabs) {
   return Splitter(model, origin, slabs).run();
 }

@@ -87,15 +87,6 @@ Tensor fixture_input() {
   return data::npy_to_tensor(data::read_npy((dir / "input.npy").string()));
 }
 
-// Planes [d0, d0 + n) of x [N, C, D, H, W].
-Tensor depth_slice(const Tensor& x, int64_t d0, int64_t n) {
-  Tensor y({x.dim(0), x.dim(1), n, x.dim(3), x.dim(4)});
-  const int64_t P = x.dim(3) * x.dim(4);
-  for (int64_t i = 0; i < x.dim(0) * x.dim(1); ++i)
-    std::memcpy(y.data() + i * n * P, x.data() + (i * x.dim(2) + d0) * P, static_cast<size_t>(n * P) * sizeof(float));
-  return y;
-}
-
 double max_rel(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   double scale = 0, diff = 0;
@@ -141,7 +132,7 @@ TEST_CASE("spatial split: S slabs in threads equal the whole model, forward and 
         nn::ModelOptions o;
         o.slabs = &slab;
         nn::Model m(split.model, "cosmoflow_tiny (slab)", o);
-        outs[s] = m.forward({depth_slice(x, s * (x.dim(2) / S), x.dim(2) / S)}, nn::Mode::training);
+        outs[s] = m.forward({nn::depth_slab(x, s, S)}, nn::Mode::training);
         m.zero_grad();
         m.backward({gy});
         for (auto& p : m.parameters()) grads[s].push_back(p.grad.to(Device::cpu()));
