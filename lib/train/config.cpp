@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <type_traits>
@@ -101,7 +102,16 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
 
   TrainConfig c;
   c.merged = cfg;
-  visit_keys(c, [&](const char* key, auto& field) { cfg.at(Pointer(key)).get_to(field); });
+  visit_keys(c, [&](const char* key, auto& field) {
+    try {
+      cfg.at(Pointer(key)).get_to(field);
+    } catch (const json::type_error&) {  // e.g. a list of strings where numbers belong: name the key
+      std::string dotted = std::string(key + 1);
+      std::replace(dotted.begin(), dotted.end(), '/', '.');
+      throw_error(ErrorKind::usage, "configuration key '" + dotted + "' has a value of the wrong type: " +
+                                        cfg.at(Pointer(key)).dump() + " (its default: " + as_written(field).dump() + ")");
+    }
+  });
   data::DataSections sections = data::parse_data_sections(cfg);
   c.data = std::move(sections.data);
   c.augmentation = std::move(sections.augmentation);
