@@ -12,8 +12,10 @@
 #include "measure/sensitivity.h"
 #include "nn/batchnorm_statistics.h"
 #include "nn/model.h"
+#include "nn/spatial.h"
 #include "onnx/graph.h"
 #include "onnx/tensor.h"
+#include "spatial/group.h"
 
 namespace hpcnn::bn {
 
@@ -169,6 +171,11 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
   }
   result.passes = 1 + std::max_element(nodes.begin(), nodes.end(), [](auto& a, auto& b) { return a.pass < b.pass; })->pass;
 
+  const int S = std::max(1, o.slabs), slab = comm.rank() % S;
+  std::unique_ptr<spatial::SpatialGroup> group;  // checks that S divides the world size
+  if (S > 1) group = std::make_unique<spatial::SpatialGroup>(comm, S);
+  const int replica = comm.rank() / S, replicas = comm.size() / S;
+
   measure::SensitivityOptions lo;
   lo.batches = B;
   lo.batch_size = o.batch_size;
@@ -194,7 +201,9 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
       }
       index.push_back(static_cast<size_t>(it - outputs.begin()));
     }
-    nn::Model net(probe, origin);
+    nn::ModelOptions mo;
+    mo.slabs = group.get();
+    nn::Model net(S > 1 ? nn::split_depth(probe, origin, S).model : probe, origin, mo);
     if (net.input_names().size() != 1)
       throw_error(ErrorKind::unsupported, origin + " has " + std::to_string(net.input_names().size()) +
                                               " graph inputs; bn-polish feeds one (the images)");
@@ -207,12 +216,13 @@ PolishResult polish_batchnorm(onnx::ModelProto& model, const std::string& origin
       total += static_cast<size_t>(B) * (1 + 2 * static_cast<size_t>(result.layers[l].channels));
     }
     std::vector<double> gathered(total, 0.0);
-    const auto loader = measure::first_batches(range, lo);
+    const auto loader = measure::first_batches(range, lo, slab, S);
     for (int64_t b = 0; b < B; ++b) {
       auto batch = loader->next_batch();
       if (!batch) throw_error(ErrorKind::bad_input, samples->origin() + ": the loader ended before batch " + std::to_string(b));
-      if (b % comm.size() != comm.rank()) continue;
+      if (b % replicas != replica) continue;
       const std::vector<Tensor> out = net.forward({batch->images}, nn::Mode::inference);
+      if (slab != 0) continue;  // the group's ranks hold the same gathered inputs: its first rank counts them
       for (size_t j = 0; j < layers.size(); ++j) {
         const LayerStatistics& s = result.layers[layers[j]];
         const Tensor x = to_layout(out.at(index[j]), Layout::plain);

@@ -23,7 +23,8 @@
 // (two passes over the batch); batches are merged in batch order with the exact update of Chan,
 // Golub & LeVeque (nn/batchnorm_statistics.h). Under mpirun, batch b runs on rank b mod W and the
 // per-batch moments are gathered in batch order (an allreduce where each entry has one
-// contributor, hence exact), so every rank computes the same bits for any world size: not an
+// contributor, hence exact; with a spatial split, batch b runs on group b mod (W / slabs) and its
+// first rank contributes), so every rank computes the same bits for any world size: not an
 // average of per-rank averages, not a momentum average.
 //
 // Errors: ErrorKind::usage for K larger than the data set (naming the file and its size), batch
@@ -50,6 +51,13 @@ struct PolishOptions {
   int64_t samples = 0;           // K: the first K samples of the data (0: all of them)
   int64_t batch_size = 256;      // samples per forward batch
   data::Augmentation normalise;  // mean/std (crop and flip are ignored)
+  // Spatial split of 3-D models (nn/spatial.h): groups of `slabs` consecutive ranks run each batch,
+  // one depth slab per rank (the loader reads only that slab); the BatchNormalization inputs are
+  // gathered as extra outputs, so the statistics are those of the whole samples, bit for bit the
+  // same as with slabs = 1 up to the summation order of the convolutions. Batch b runs on group
+  // b mod (W / slabs). ErrorKind::usage when slabs does not divide the world size, and the
+  // split's own errors (nn/spatial.h).
+  int slabs = 1;
 };
 
 struct LayerStatistics {

@@ -20,6 +20,8 @@ VolumeDraw draw_volume_augment(const Augmentation& o, std::mt19937_64& rng) {
 
 namespace {
 
+// `s` gives the dimensions of the volume at `src`: the whole sample, or the slab of it that
+// input_slab() names (its axis shortened to the slab's planes).
 template <bool kLog1p, class T>
 void transform(const T* src, const SampleInfo& s, const VolumeDraw& d, const Normalizer& norm, float* dst) {
   const std::array<int64_t, 3> n{s.depth, s.height, s.width};
@@ -58,13 +60,14 @@ void dispatch(const void* src, const SampleInfo& s, const VolumeDraw& d, const N
     transform<false>(static_cast<const T*>(src), s, d, norm, dst);
 }
 
-}  // namespace
-
-void transform_volume(const void* src, const SampleInfo& s, const VolumeDraw& d, const Normalizer& norm, float* dst) {
-  if (!s.volume()) throw_error(ErrorKind::usage, "transform_volume: " + to_string(s) + " is not a volume");
+void check_permutable(const SampleInfo& s, const VolumeDraw& d, const char* what) {
+  if (!s.volume()) throw_error(ErrorKind::usage, std::string(what) + ": " + to_string(s) + " is not a volume");
   const bool permuted = d.perm != std::array<int, 3>{0, 1, 2};
   if (permuted && !(s.depth == s.height && s.height == s.width))
-    throw_error(ErrorKind::usage, "transform_volume: permuting the axes of a " + to_string(s) + " volume, which is not a cube");
+    throw_error(ErrorKind::usage, std::string(what) + ": permuting the axes of a " + to_string(s) + " volume, which is not a cube");
+}
+
+void run(const void* src, const SampleInfo& s, const VolumeDraw& d, const Normalizer& norm, float* dst) {
   switch (s.type) {
     case PixelType::u8:
       return dispatch<uint8_t>(src, s, d, norm, dst);
@@ -73,6 +76,28 @@ void transform_volume(const void* src, const SampleInfo& s, const VolumeDraw& d,
     case PixelType::f32:
       return dispatch<float>(src, s, d, norm, dst);
   }
+}
+
+}  // namespace
+
+void transform_volume(const void* src, const SampleInfo& s, const VolumeDraw& d, const Normalizer& norm, float* dst) {
+  check_permutable(s, d, "transform_volume");
+  run(src, s, d, norm, dst);
+}
+
+SampleBox input_slab(const SampleInfo& s, const VolumeDraw& d, int64_t first, int64_t count) {
+  check_permutable(s, d, "input_slab");
+  if (first < 0 || count < 1 || first + count > s.depth)
+    throw_error(ErrorKind::usage, "input_slab: planes [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                                      ") outside the depth " + std::to_string(s.depth) + " of " + to_string(s));
+  const int a = d.perm[0];
+  const int64_t n = a == 0 ? s.depth : a == 1 ? s.height : s.width;
+  return SampleBox{a, d.flip[static_cast<size_t>(a)] ? n - first - count : first, count};
+}
+
+void transform_volume_slab(const void* src, const SampleInfo& s, const VolumeDraw& d, const Normalizer& norm, int64_t first,
+                           int64_t count, float* dst) {
+  run(src, box_info(s, input_slab(s, d, first, count)), d, norm, dst);
 }
 
 }  // namespace hpcnn::data

@@ -33,4 +33,16 @@ VolumeDraw draw_volume_augment(const Augmentation& options, std::mt19937_64& rng
 // non-cube or an image sample.
 void transform_volume(const void* src, const SampleInfo& sample, const VolumeDraw& draw, const Normalizer& norm, float* dst);
 
+// The spatial split (nn/spatial.h) needs output planes [first, first + count) along D alone. Output
+// axis 0 is input axis perm[0], mirrored when it is flipped, so those planes come from the slab of
+// the input along that axis returned here: planes [first, first + count), or [n - first - count,
+// n - first) when mirrored. ErrorKind::usage for planes outside the depth, an image sample, or a
+// permutation of a non-cube.
+SampleBox input_slab(const SampleInfo& sample, const VolumeDraw& draw, int64_t first, int64_t count);
+// `src`: that input slab (box_info(sample, input_slab(...)).bytes() bytes, CDHW of the slab) to
+// `dst`: C x count x (the other two output axes) floats, equal to planes [first, first + count)
+// of transform_volume's output.
+void transform_volume_slab(const void* src, const SampleInfo& sample, const VolumeDraw& draw, const Normalizer& norm, int64_t first,
+                           int64_t count, float* dst);
+
 }  // namespace hpcnn::data

@@ -35,6 +35,28 @@ std::string to_string(const SampleInfo& s) {
   return out + (s.type == PixelType::u8 ? " u8" : s.type == PixelType::i16 ? " i16" : " f32");
 }
 
+SampleInfo box_info(const SampleInfo& s, const SampleBox& box) {
+  SampleInfo b = s;
+  (box.axis == 0 ? b.depth : box.axis == 1 ? b.height : b.width) = box.count;
+  return b;
+}
+
+void check_box(const SampleInfo& s, const SampleBox& box) {
+  const int64_t n = box.axis == 0 ? s.depth : box.axis == 1 ? s.height : s.width;
+  if (!s.volume() || box.axis < 0 || box.axis > 2 || box.begin < 0 || box.count < 1 || box.begin + box.count > n)
+    throw_error(ErrorKind::usage, "planes [" + std::to_string(box.begin) + ", " + std::to_string(box.begin + box.count) +
+                                      ") of axis " + std::to_string(box.axis) + " are not a slab of a " + to_string(s) + " sample");
+}
+
+void copy_box(const void* src, const SampleInfo& s, const SampleBox& box, void* dst) {
+  check_box(s, box);
+  const size_t item = pixel_bytes(s.type);
+  for_each_box_run(s, box, [&](int64_t from, int64_t to, int64_t n) {
+    std::memcpy(static_cast<uint8_t*>(dst) + static_cast<size_t>(to) * item,
+                static_cast<const uint8_t*>(src) + static_cast<size_t>(from) * item, static_cast<size_t>(n) * item);
+  });
+}
+
 const void* ImageSet::pixels() const {
   switch (sample.type) {
     case PixelType::u8:

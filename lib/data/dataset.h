@@ -56,6 +56,33 @@ struct SampleInfo {
 
 std::string to_string(const SampleInfo& info);  // "1x28x28 u8", "4x32x32x32 i16"
 
+// A slab of a volume sample: planes [begin, begin + count) along spatial axis `axis` (0 = D,
+// 1 = H, 2 = W), every channel and the whole of the other two axes; stored C x D' x H' x W' with
+// the axis shortened to `count` (the spatial split's share of a sample: data/augment_volume.h).
+struct SampleBox {
+  int axis = 0;
+  int64_t begin = 0, count = 0;
+};
+// The sample's dimensions with box.axis shortened to box.count.
+SampleInfo box_info(const SampleInfo& sample, const SampleBox& box);
+// The contiguous runs of `box` in a stored sample, in storage order: fn(from, to, n) for each run of
+// n values at value offset `from` in the whole sample and `to` in the box (C x prod(axes before
+// box.axis) runs of count x prod(axes after) values).
+template <class Fn>
+void for_each_box_run(const SampleInfo& sample, const SampleBox& box, Fn&& fn) {
+  const int64_t n[3] = {sample.depth, sample.height, sample.width};
+  int64_t outer = sample.channels, inner = 1;
+  for (int a = 0; a < box.axis; ++a) outer *= n[a];
+  for (int a = box.axis + 1; a < 3; ++a) inner *= n[a];
+  const int64_t run = box.count * inner;
+  for (int64_t o = 0; o < outer; ++o) fn(o * n[box.axis] * inner + box.begin * inner, o * run, run);
+}
+// ErrorKind::usage (naming the planes and the sample) unless `box` lies inside a volume sample.
+void check_box(const SampleInfo& sample, const SampleBox& box);
+// Copies `box` of one whole sample `src` (sample.bytes() bytes, CDHW) to `dst` (box_info bytes).
+// ErrorKind::usage for an image sample or a box outside the volume.
+void copy_box(const void* src, const SampleInfo& sample, const SampleBox& box, void* dst);
+
 // Images (or volumes) in memory, C(D)HW per sample, samples one after another, with class labels or
 // regression targets (a sample set has one or the other, or neither).
 struct ImageSet {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/augment_volume.h"
 #include "data/epoch_plan.h"
 
 namespace hpcnn::data {
@@ -15,6 +16,13 @@ BatchLoader::BatchLoader(std::shared_ptr<const SampleSource> source, LoaderOptio
   if (o.prefetch < 1) throw_error(ErrorKind::usage, "loader: prefetch must be >= 1, got " + std::to_string(o.prefetch));
   if (o.threads < 1) throw_error(ErrorKind::usage, "loader: threads must be >= 1, got " + std::to_string(o.threads));
   check_augment_for(o.augment, source_->sample());
+  const SampleInfo& sample = source_->sample();
+  if (o.slabs < 1 || o.slab < 0 || o.slab >= o.slabs)
+    throw_error(ErrorKind::usage, "loader: slab " + std::to_string(o.slab) + " of " + std::to_string(o.slabs) + " slabs");
+  if (o.slabs > 1 && (!sample.volume() || sample.depth % o.slabs != 0))
+    throw_error(ErrorKind::usage, source_->origin() + ": " + to_string(sample) + " samples do not split into " +
+                                      std::to_string(o.slabs) + " depth slabs" +
+                                      (sample.volume() ? " (the depth does not divide)" : " (not volumes)"));
   norm_ = Normalizer(source_->sample(), o.augment.mean, o.augment.std, o.augment.log1p);
   const int64_t n = source_->size();
   if (o.mode == LoaderMode::train) {
@@ -106,26 +114,40 @@ Batch BatchLoader::build(int64_t epoch, int64_t step, bool augment, const std::v
   b.step = step;
   b.indices = batch_indices(step, perm);
   const auto n = static_cast<int64_t>(b.indices.size());
+  // Spatial split: planes [first, first + planes) of each (augmented) volume.
+  const int64_t planes = s.depth / options_.slabs, first = options_.slab * planes;
+  const bool slabbed = options_.slabs > 1;
   Shape shape{n};
   for (int64_t d : s.dims()) shape.push_back(d);
+  if (slabbed) shape[2] = planes;
   b.images = Tensor(shape);
   const bool labeled = source_->has_labels();
   if (labeled) b.labels.resize(static_cast<size_t>(n));
   const int64_t K = source_->target_width();
   if (K > 0) b.targets = Tensor({n, K});
-  const int64_t numel = s.numel();
+  const int64_t numel = s.numel() / options_.slabs;
   const bool aug = augment && options_.mode == LoaderMode::train;
 
   auto one = [&](int64_t j, std::vector<uint8_t>& scratch) {
     const int64_t index = b.indices[static_cast<size_t>(j)];
     int32_t label = -1;
-    source_->read(index, scratch.data(), &label);
     float* dst = b.images.data() + j * numel;
-    if (aug) {
-      std::mt19937_64 rng(sample_seed(options_.seed, epoch, index));
-      augment_sample(scratch.data(), s, options_.augment, norm_, true, rng, dst);
+    if (slabbed) {
+      VolumeDraw draw;
+      if (aug) {
+        std::mt19937_64 rng(sample_seed(options_.seed, epoch, index));
+        draw = draw_volume_augment(options_.augment, rng);
+      }
+      source_->read_box(index, input_slab(s, draw, first, planes), scratch.data(), &label);
+      transform_volume_slab(scratch.data(), s, draw, norm_, first, planes, dst);
     } else {
-      normalise_sample(scratch.data(), s, norm_, dst);
+      source_->read(index, scratch.data(), &label);
+      if (aug) {
+        std::mt19937_64 rng(sample_seed(options_.seed, epoch, index));
+        augment_sample(scratch.data(), s, options_.augment, norm_, true, rng, dst);
+      } else {
+        normalise_sample(scratch.data(), s, norm_, dst);
+      }
     }
     if (labeled) b.labels[static_cast<size_t>(j)] = label;
     if (K > 0) source_->read_targets(index, b.targets.data() + j * K);

@@ -55,10 +55,19 @@ struct LoaderOptions {
   int threads = 1;              // threads assembling one batch (>= 1)
   Augmentation augment;         // crop padding, flip, mean/std (mean/std apply in every mode)
   bool augment_enabled = true;  // initial set_augment() state (training mode only)
+  // Spatial split (nn/spatial.h): this rank's depth slab `slab` of `slabs` of every volume, planes
+  // [slab * D / slabs, (slab + 1) * D / slabs) of the augmented sample. Only the input slab that
+  // those planes come from is read (SampleSource::read_box: a slab along the input axis that the
+  // axis permutation puts first, mirrored when that axis is flipped), so each rank of a group
+  // reads 1/slabs of a sample's bytes. The ranks of a group pass the same rank/world_size/seed,
+  // hence draw the same samples and augmentations. ErrorKind::usage for slabs > 1 on images or
+  // when slabs does not divide D, and for slab outside [0, slabs).
+  int slab = 0;
+  int slabs = 1;
 };
 
 struct Batch {
-  Tensor images;                 // [n, C, H, W] or [n, C, D, H, W] fp32, plain layout; n = B except evaluation's last
+  Tensor images;                 // [n, C, H, W] or [n, C, D / slabs, H, W] fp32, plain layout; n = B except evaluation's last
   std::vector<int32_t> labels;   // n class labels; empty when the source has no labels
   Tensor targets;                // [n, K] fp32 regression targets; empty (rank 0) when the source has none
   std::vector<int64_t> indices;  // the samples' indices in the source

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "core/error.h"
@@ -30,6 +31,14 @@ void SampleSource::read_targets(int64_t index, float* targets) const {
   std::copy_n(targets_.data() + index * target_width_, target_width_, targets);
 }
 
+void SampleSource::read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const {
+  check_box(sample_, box);
+  thread_local std::vector<uint8_t> whole;
+  whole.resize(sample_.bytes());
+  read(index, whole.data(), label);
+  copy_box(whole.data(), sample_, box, pixels);
+}
+
 // ---- InMemorySource -------------------------------------------------------------------------
 
 InMemorySource::InMemorySource(ImageSet images) : set_(std::move(images)) {
@@ -54,6 +63,12 @@ void InMemorySource::read(int64_t index, void* pixels, int32_t* label) const {
   if (label) *label = labeled_ ? set_.labels[static_cast<size_t>(index)] : -1;
 }
 
+void InMemorySource::read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const {
+  check_index(index);
+  copy_box(static_cast<const uint8_t*>(set_.pixels()) + static_cast<size_t>(index) * sample_.bytes(), sample_, box, pixels);
+  if (label) *label = labeled_ ? set_.labels[static_cast<size_t>(index)] : -1;
+}
+
 // ---- FileSource -----------------------------------------------------------------------------
 
 struct FileSource::Impl {
@@ -65,6 +80,12 @@ struct FileSource::Impl {
   NpyImageLayout npy;           // NPY only
   bool convert = false;         // NPY: stored bytes need conversion (f8, channels last)
   std::vector<int32_t> labels;  // IDX/NPY with a labels file
+  mutable std::atomic<int64_t> bytes_read{0};
+
+  void pread(void* dst, uint64_t n, uint64_t at) const {
+    file.pread_exact(dst, n, at);
+    bytes_read += static_cast<int64_t>(n);
+  }
 };
 
 FileSource::FileSource(const std::string& images_path, const std::string& labels_path)
@@ -130,21 +151,21 @@ void FileSource::read(int64_t index, void* pixels, int32_t* label) const {
   const uint64_t at = m.data_offset + static_cast<uint64_t>(index) * m.stride;
   switch (m.format) {
     case DataFormat::idx:
-      m.file.pread_exact(pixels, m.stride, at);
+      m.pread(pixels, m.stride, at);
       break;
     case DataFormat::npy:
       if (!m.convert) {
-        m.file.pread_exact(pixels, m.stride, at);
+        m.pread(pixels, m.stride, at);
       } else {
         thread_local std::vector<uint8_t> buf;
         buf.resize(m.stride);
-        m.file.pread_exact(buf.data(), m.stride, at);
+        m.pread(buf.data(), m.stride, at);
         npy_sample_to_pixels(m.npy, buf.data(), pixels);
       }
       break;
     case DataFormat::cifar10: {
       std::array<uint8_t, kCifarRecordBytes> rec;
-      m.file.pread_exact(rec.data(), rec.size(), at);
+      m.pread(rec.data(), rec.size(), at);
       const int32_t l = cifar_label(rec[0], index, origin_);
       std::memcpy(pixels, rec.data() + 1, kCifarPixelBytes);
       if (label) *label = l;
@@ -153,6 +174,24 @@ void FileSource::read(int64_t index, void* pixels, int32_t* label) const {
   }
   if (label) *label = labeled_ ? m.labels[static_cast<size_t>(index)] : -1;
 }
+
+// A channels-first .npy of the stored dtype holds the slab as runs of the file (data/dataset.h:
+// for_each_box_run): read those alone. Converted samples (channels last, f8) are read whole.
+void FileSource::read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const {
+  const Impl& m = *impl_;
+  if (m.format != DataFormat::npy || m.convert) return SampleSource::read_box(index, box, pixels, label);
+  check_index(index);
+  check_box(sample_, box);
+  const uint64_t at = m.data_offset + static_cast<uint64_t>(index) * m.stride;
+  const uint64_t item = pixel_bytes(sample_.type);
+  for_each_box_run(sample_, box, [&](int64_t from, int64_t to, int64_t n) {
+    m.pread(static_cast<uint8_t*>(pixels) + static_cast<uint64_t>(to) * item, static_cast<uint64_t>(n) * item,
+            at + static_cast<uint64_t>(from) * item);
+  });
+  if (label) *label = labeled_ ? m.labels[static_cast<size_t>(index)] : -1;
+}
+
+int64_t FileSource::bytes_read() const { return impl_->bytes_read.load(); }
 
 // ---- ConcatSource ---------------------------------------------------------------------------
 
@@ -187,15 +226,29 @@ bool ConcatSource::in_memory() const {
   return std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->in_memory(); });
 }
 
-void ConcatSource::read(int64_t index, void* pixels, int32_t* label) const {
+size_t ConcatSource::part(int64_t index) const {
   check_index(index);
-  const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+  return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+}
+
+void ConcatSource::read(int64_t index, void* pixels, int32_t* label) const {
+  const size_t k = part(index);
   parts_[k]->read(index - starts_[k], pixels, label);
 }
 
+void ConcatSource::read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const {
+  const size_t k = part(index);
+  parts_[k]->read_box(index - starts_[k], box, pixels, label);
+}
+
+int64_t ConcatSource::bytes_read() const {
+  int64_t n = 0;
+  for (const auto& p : parts_) n += p->bytes_read();
+  return n;
+}
+
 void ConcatSource::read_targets(int64_t index, float* targets) const {
-  check_index(index);
-  const size_t k = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+  const size_t k = part(index);
   parts_[k]->read_targets(index - starts_[k], targets);
 }
 
@@ -253,6 +306,11 @@ std::pair<std::shared_ptr<const SampleSource>, std::shared_ptr<const SampleSourc
 void RangeSource::read(int64_t index, void* pixels, int32_t* label) const {
   check_index(index);
   parent_->read(begin_ + index, pixels, label);
+}
+
+void RangeSource::read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const {
+  check_index(index);
+  parent_->read_box(begin_ + index, box, pixels, label);
 }
 
 void RangeSource::read_targets(int64_t index, float* targets) const {

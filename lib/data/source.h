@@ -41,6 +41,14 @@ class SampleSource {
   // sample().type, C(D)HW), and its class label to *label when `label` is not null and the source
   // has labels (-1 otherwise).
   virtual void read(int64_t index, void* pixels, int32_t* label) const = 0;
+  // The slab `box` of volume sample `index` (data/dataset.h: box_info(sample(), box).bytes() bytes
+  // to `pixels`), and its label as read(). Reads only the slab's bytes where the storage allows
+  // (FileSource: channels-first .npy of the stored dtype; bytes_read() counts them); otherwise the
+  // whole sample, then the copy. ErrorKind::usage for an image sample or a box outside the volume.
+  virtual void read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const;
+  // Bytes of sample data read from files so far by read()/read_box() (0 for samples in memory:
+  // their files were read once, when loaded).
+  virtual int64_t bytes_read() const { return 0; }
   // The target_width() regression targets of sample `index` to `targets` (ErrorKind::usage when
   // the source has none). Targets live in memory in every source (4 K bytes per sample).
   virtual void read_targets(int64_t index, float* targets) const;
@@ -63,6 +71,7 @@ class InMemorySource final : public SampleSource {
   explicit InMemorySource(ImageSet images);
   bool in_memory() const override { return true; }
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  void read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const override;
   const ImageSet& images() const { return set_; }
 
  private:
@@ -78,6 +87,8 @@ class FileSource final : public SampleSource {
   ~FileSource() override;
   bool in_memory() const override { return false; }
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  void read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const override;
+  int64_t bytes_read() const override;
 
  private:
   struct Impl;
@@ -90,12 +101,15 @@ class ConcatSource final : public SampleSource {
   explicit ConcatSource(std::vector<std::shared_ptr<const SampleSource>> parts);
   bool in_memory() const override;
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  void read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const override;
+  int64_t bytes_read() const override;
   void read_targets(int64_t index, float* targets) const override;
   std::string locate(int64_t index) const override;
 
  private:
   std::vector<std::shared_ptr<const SampleSource>> parts_;
   std::vector<int64_t> starts_;  // first index of each part
+  size_t part(int64_t index) const;  // the part that holds sample `index` (checked)
 };
 
 // Samples [begin, begin + count) of another source, renumbered from 0: a validation split held
@@ -106,6 +120,8 @@ class RangeSource final : public SampleSource {
   RangeSource(std::shared_ptr<const SampleSource> parent, int64_t begin, int64_t count);
   bool in_memory() const override { return parent_->in_memory(); }
   void read(int64_t index, void* pixels, int32_t* label) const override;
+  void read_box(int64_t index, const SampleBox& box, void* pixels, int32_t* label) const override;
+  int64_t bytes_read() const override { return parent_->bytes_read(); }
   void read_targets(int64_t index, float* targets) const override;
   std::string locate(int64_t index) const override { return parent_->locate(begin_ + index); }
 

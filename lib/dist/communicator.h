@@ -47,7 +47,7 @@ class Communicator {
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
   // Point to point (MPI_Sendrecv): `n_send` floats to rank `dest` and `n_recv` floats from rank
   // `source` (-1: no send, or no receive). The spatial split's halo exchange and slab allgather
-  // (train/spatial_group.h) between the consecutive ranks of a group.
+  // (spatial/group.h) between the consecutive ranks of a group.
   virtual void sendrecv(const float* send, size_t n_send, int dest, float* recv, size_t n_recv, int source) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job at once (MPI_Abort) with exit status `code`.

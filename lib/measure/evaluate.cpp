@@ -11,6 +11,7 @@
 #include "onnx/costs.h"
 #include "onnx/model.h"
 #include "onnx/shapes.h"
+#include "spatial/group.h"
 
 namespace hpcnn::measure {
 
@@ -22,6 +23,8 @@ nn::EvalSums evaluate_samples(nn::Model& model, const EvalOptions& options, dist
   const int S = std::max(1, options.slabs), slab = comm.rank() % S;
   o.rank = comm.rank() / S;
   o.world_size = comm.size() / S;
+  o.slab = slab;
+  o.slabs = S;
   o.seed = options.seed;
   o.prefetch = options.prefetch;
   o.augment = options.normalise;
@@ -31,11 +34,10 @@ nn::EvalSums evaluate_samples(nn::Model& model, const EvalOptions& options, dist
   const int64_t K = samples->target_width();
   nn::EvalSums e;
   while (auto b = loader.next_batch()) {
-    const Tensor images = S > 1 ? nn::depth_slab(b->images, slab, S) : b->images;
     if (K > 0)
-      nn::evaluate_regression_batch(model, images, b->targets, e);
+      nn::evaluate_regression_batch(model, b->images, b->targets, e);
     else
-      nn::evaluate_batch(model, images, b->labels, e, 0.0f,
+      nn::evaluate_batch(model, b->images, b->labels, e, 0.0f,
                          [&](int64_t n) { return samples->locate(b->indices[static_cast<size_t>(n)]); });
   }
   if (slab != 0) e = nn::EvalSums{};  // the group's ranks saw the same samples: count them once
@@ -56,7 +58,14 @@ nlohmann::json evaluate_model(const std::string& path, const std::string& split,
     throw_error(ErrorKind::usage, "evaluation split '" + split + "': expected test or validation");
   const onnxu::Model proto = onnxu::load_model(path);
   const onnxu::Costs costs = onnxu::count_costs(onnxu::GraphView(proto.proto.graph()), onnxu::infer_shapes(proto.proto));
-  nn::Model model(proto.proto, path);
+  // A spatial split (nn/spatial.h): the model split for the group of options.slabs ranks.
+  std::unique_ptr<spatial::SpatialGroup> group;
+  nn::ModelOptions mo;
+  if (options.slabs > 1) {
+    group = std::make_unique<spatial::SpatialGroup>(comm, options.slabs);
+    mo.slabs = group.get();
+  }
+  nn::Model model(options.slabs > 1 ? nn::split_depth(proto.proto, path, options.slabs).model : proto.proto, path, mo);
   const std::shared_ptr<const data::SampleSource> src = data::open_split(data, split);
   const auto t0 = std::chrono::steady_clock::now();
   check_input_shape(proto.proto, path, *src);
@@ -70,7 +79,8 @@ nlohmann::json evaluate_model(const std::string& path, const std::string& split,
                         {"parameters", costs.params},
                         {"macs", costs.macs},
                             {"model_bytes", static_cast<int64_t>(std::filesystem::file_size(path))},
-                            {"world_size", comm.size()}});
+                            {"world_size", comm.size()},
+                            {"spatial_split", std::max(1, options.slabs)}});
   return out;
 }
 

@@ -30,7 +30,9 @@ struct EvalOptions {
   int prefetch = 4;              // batches queued by the loader thread
   data::Augmentation normalise;  // its mean and std are applied; augmentation stays off
   // A depth-split model (nn/spatial.h): groups of `slabs` consecutive ranks evaluate the same
-  // samples, each its slab; the data are sharded over the groups and each sample is counted once.
+  // samples, each its slab (the loader reads only that slab); the data are sharded over the
+  // groups and each sample is counted once. evaluate_samples takes a model already split for the
+  // group; evaluate_model splits the model file itself (spatial/group.h over `comm`).
   int slabs = 1;
 };
 

@@ -16,7 +16,7 @@
 namespace hpcnn::measure {
 
 std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const data::SampleSource>& samples,
-                                                 const SensitivityOptions& o) {
+                                                 const SensitivityOptions& o, int slab, int slabs) {
   const int64_t n = std::min(samples->size(), o.batches * o.batch_size);
   data::LoaderOptions lo;
   lo.mode = data::LoaderMode::evaluate;
@@ -25,6 +25,8 @@ std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const dat
   lo.augment.crop_padding = 0;
   lo.augment.horizontal_flip = false;
   lo.augment_enabled = false;
+  lo.slab = slab;
+  lo.slabs = slabs;
   auto loader = std::make_unique<data::BatchLoader>(std::make_shared<data::RangeSource>(samples, 0, n), lo);
   loader->start_epoch(0);
   return loader;

@@ -51,9 +51,10 @@ struct Sensitivity {
 };
 
 // The evaluation-mode loader of the first min(batches * batch_size, size) samples, normalised only,
-// started at epoch 0 (also measure/channel_moments.h).
+// started at epoch 0 (also measure/channel_moments.h); with slabs > 1, depth slab `slab` of each
+// volume (data/loader.h: the spatial split).
 std::unique_ptr<data::BatchLoader> first_batches(const std::shared_ptr<const data::SampleSource>& samples,
-                                                 const SensitivityOptions& options);
+                                                 const SensitivityOptions& options, int slab = 0, int slabs = 1);
 
 // `model`: the ONNX model (external data loaded); `origin` names it in errors.
 Sensitivity measure_sensitivity(const onnx::ModelProto& model, const std::string& origin,

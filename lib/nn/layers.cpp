@@ -1024,7 +1024,15 @@ std::unique_ptr<Layer> make_sparse_fcl_layer() { return std::make_unique<SparseF
 
 std::unique_ptr<Layer> make_layer(const onnx::NodeProto& node, int64_t opset, const ConstantLookup& constant,
                                   SlabExchange* slabs) {
-  if (node.domain() == kSpatialDomain) return make_spatial_layer(node, slabs);
+  if (node.domain() == kSpatialDomain) {
+    std::unique_ptr<Layer> layer = make_spatial_layer(node, slabs);
+    if (node.op_type() == "BatchNormalization") {  // a slab's: the operator facts of the ONNX one
+      onnx::NodeProto plain = node;
+      plain.clear_domain();
+      layer->signature_ = onnxu::find_signature(plain, opset);
+    }
+    return layer;
+  }
   std::unique_ptr<Layer> layer = bind(node, opset, constant);
   layer->signature_ = onnxu::find_signature(node, opset);
   return layer;

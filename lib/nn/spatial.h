@@ -19,12 +19,20 @@
 //                of it: the slabs are gathered (allgather along D) and the rest of the graph runs
 //                whole on every rank of the group. So ops that need neighbours are never run
 //                on a slab.
-//   BatchNormalization on a slab is refused (its batch statistics would need the group's
-//                reduction in forward; not built yet).
+//   BatchNormalization on a slab moves to domain "hpcnn" (same op type, inputs, attributes and
+//                operator facts): in training mode its batch statistics are the group's, exactly
+//                those of the whole samples: forward sums x and x^2 per channel over the slab and
+//                allreduces them over the group (SlabExchange::allreduce_sum) before normalising;
+//                backward allreduces sum(gy) and sum(gy * xhat) the same way for the input
+//                gradient, while the scale and bias gradients stay this slab's partial sums (the
+//                data-parallel allreduce completes them, as for conv weights). The moments it
+//                reports for the running statistics are the group's. Inference mode is pointwise
+//                and needs nothing from the group. A BatchNormalization with running-statistics
+//                outputs (opset 14 training_mode outputs) on a slab is refused.
 // Errors (ErrorKind::usage, naming the node and the sizes; before any data is read): a depth that
 // S does not divide (input or any split tensor), a slab thinner than a halo, a conv whose output
-// slabs would not line up, a pooling window that would cross a slab boundary, BatchNormalization
-// on a slab, a graph input that is not 5-D.
+// slabs would not line up, a pooling window that would cross a slab boundary, a
+// BatchNormalization on a slab with extra outputs, a graph input that is not 5-D.
 //
 // The two nodes run through a SlabExchange that the caller provides (train/ binds it to the
 // group's ranks; nn knows no communicator):
@@ -65,6 +73,11 @@ class SlabExchange {
   virtual void allgather(const float* mine, size_t count, float* all) = 0;
   // Bytes this rank sent by exchange() (the halo traffic), for the tool's counters.
   virtual uint64_t halo_bytes_sent() const = 0;
+  // Wall seconds this rank spent in exchange() (waiting for the neighbours included).
+  virtual double halo_seconds() const = 0;
+  // Sums `count` doubles over the group (through allgather), adding the slabs in slab order on
+  // every rank, so that every rank of the group gets the same bits.
+  void allreduce_sum(double* data, size_t count);
 };
 
 struct HaloPlan {

@@ -2,12 +2,15 @@
 // [N, C, Ds, H, W] fp32 in host memory (the CPU path; a device tensor is copied to the host and
 // back).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "nn/batchnorm_statistics.h"
 #include "nn/layer.h"
+#include "ops/batchnorm.h"
 #include "nn/spatial.h"
 #include "onnx/graph.h"
 
@@ -127,11 +130,174 @@ class SlabGatherLayer final : public Layer {
   Shape shape_;
 };
 
+// BatchNormalization of a slab (domain "hpcnn", nn/spatial.h): training-mode statistics over the
+// group's slabs together, i.e. over the whole samples. x: [N, C, Ds, H, W] fp32, plain, host.
+class SlabBatchNormLayer final : public Layer {
+ public:
+  SlabBatchNormLayer(const onnx::NodeProto& node, SlabExchange* slabs)
+      : slabs_(slabs),
+        eps_(onnxu::attr_float(node, "epsilon", 1e-5f)),
+        momentum_(onnxu::attr_float(node, "momentum", 0.9f)),
+        training_attr_(onnxu::attr_int(node, "training_mode", 0) != 0) {
+    if (onnxu::attr_int(node, "spatial", 1) != 1 || onnxu::attr_int(node, "is_test", 0) != 0)
+      throw_error(ErrorKind::unsupported, "BatchNormalization on a slab with spatial = 0 or is_test");
+  }
+  bool keeps_input(int i) const override { return i <= 1; }
+  float batchnorm_momentum() const override { return momentum_; }
+  const ChannelMoments* take_batch_moments() override {
+    if (!fresh_moments_) return nullptr;
+    fresh_moments_ = false;
+    return &moments_;
+  }
+
+  void forward(const std::vector<const Value*>& in, std::vector<Value>& out, RunContext& ctx) override {
+    const Tensor x = slab_input(in, "BatchNormalization").to(Device::cpu());
+    const Tensor& scale = param(in, 1), &bias = param(in, 2), &mean = param(in, 3), &var = param(in, 4);
+    fresh_moments_ = false;
+    if (ctx.mode != Mode::training && !training_attr_) {  // running statistics: pointwise
+      out[0] = Value::of(ops::batchnorm_inference(x, scale, bias, mean, var, eps_).to(in[0]->t.device()));
+      trained_ = ctx.mode == Mode::inference_grad;
+      if (trained_) stats_ = ops::BatchNormStats::frozen(mean, var, eps_);
+      return;
+    }
+    const int64_t C = x.dim(1);
+    std::vector<double> sums = channel_sums(x.data(), x.data(), x.dim(0), C, x.numel() / (x.dim(0) * C), false);
+    sums.push_back(static_cast<double>(x.numel() / C));  // the count, the same for every channel
+    slabs_->allreduce_sum(sums.data(), sums.size());
+    const double count = sums.back();
+    const std::vector<double> sum(sums.begin(), sums.begin() + C), sq(sums.begin() + C, sums.begin() + 2 * C);
+    stats_ = ops::BatchNormStats{Tensor({C}), Tensor({C}), Tensor({C}), count, sum, sq, false};
+    std::vector<float> a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      const double m = sum[static_cast<size_t>(c)] / count;
+      const double v = std::max(0.0, sq[static_cast<size_t>(c)] / count - m * m), inv = 1.0 / std::sqrt(v + eps_);
+      stats_.mean.data()[c] = static_cast<float>(m);
+      stats_.var.data()[c] = static_cast<float>(v);
+      stats_.invstd.data()[c] = static_cast<float>(inv);
+      a[static_cast<size_t>(c)] = static_cast<float>(scale.data()[c] * inv);
+      b[static_cast<size_t>(c)] = static_cast<float>(bias.data()[c] - m * scale.data()[c] * inv);
+    }
+    out[0] = Value::of(channel_affine(x, a, b, nullptr, {}).to(in[0]->t.device()));
+    moments_ = ChannelMoments::from_sums(count, sum, sq);
+    fresh_moments_ = ctx.mode == Mode::training;
+    trained_ = true;
+  }
+
+  void backward(const std::vector<const Value*>& in, const std::vector<const Value*>&, const Tensor& gy_in,
+                std::vector<Tensor>& gin, const std::vector<bool>& need) override {
+    if (!trained_) throw_error(ErrorKind::unsupported, "BatchNormalization backward after an inference-mode forward");
+    const Tensor x = in[0]->t.to(Device::cpu());
+    const Tensor& scale = param(in, 1);
+    const Tensor gy = to_layout(gy_in.to(Device::cpu()), Layout::plain);
+    if (stats_.is_frozen) {  // inference_grad: pointwise, as the whole model's
+      ops::batchnorm_backward(x, scale, stats_, gy, need[0] ? &gin[0] : nullptr, need[1] ? &gin[1] : nullptr,
+                              need[2] ? &gin[2] : nullptr);
+      if (need[0]) gin[0] = gin[0].to(gy_in.device());
+      return;
+    }
+    const int64_t C = x.dim(1), N = x.dim(0), inner = x.numel() / (N * C);
+    // This slab's sum(gy) and sum(gy * xhat) per channel: the scale and bias gradients (partial
+    // sums over the group's slabs), and, summed over the group, the input gradient's terms.
+    std::vector<double> local = channel_sums(gy.data(), x.data(), N, C, inner, true);
+    if (need[2]) gin[2] = to_tensor(local, 0, C);
+    if (need[1]) gin[1] = to_tensor(local, C, C);
+    if (!need[0]) return;
+    slabs_->allreduce_sum(local.data(), local.size());
+    // gx = k (gy - sum(gy)/M - xhat sum(gy xhat)/M) = k gy + u x + w per channel.
+    std::vector<float> k(static_cast<size_t>(C)), u(static_cast<size_t>(C)), w(static_cast<size_t>(C));
+    const double M = stats_.count;
+    for (int64_t c = 0; c < C; ++c) {
+      const double inv = stats_.invstd.data()[c], kc = scale.data()[c] * inv;
+      const double ms = local[static_cast<size_t>(C + c)] / M * inv;
+      k[static_cast<size_t>(c)] = static_cast<float>(kc);
+      u[static_cast<size_t>(c)] = static_cast<float>(-kc * ms);
+      w[static_cast<size_t>(c)] = static_cast<float>(kc * (-local[static_cast<size_t>(c)] / M + stats_.mean.data()[c] * ms));
+    }
+    gin[0] = channel_affine(x, u, w, &gy, k).to(gy_in.device());
+  }
+
+ private:
+  static const Tensor& param(const std::vector<const Value*>& in, size_t i) {
+    if (in.size() <= i || !in[i] || !in[i]->defined() || in[i]->is_int)
+      throw_error(ErrorKind::bad_input, "BatchNormalization: input " + std::to_string(i) + " is missing or not fp32");
+    return in[i]->t;
+  }
+  static Tensor to_tensor(const std::vector<double>& v, int64_t from, int64_t n) {
+    Tensor t({n});
+    for (int64_t c = 0; c < n; ++c) t.data()[c] = static_cast<float>(v[static_cast<size_t>(from + c)]);
+    return t;
+  }
+  // Per channel of [N, C, inner] p (and q): sum p, then sum p * q, or with `centred`, sum p * xhat
+  // with xhat = (q - mean) * invstd of stats_: 2C doubles.
+  std::vector<double> channel_sums(const float* p, const float* q, int64_t N, int64_t C, int64_t inner, bool centred) const {
+    std::vector<double> s(static_cast<size_t>(2 * C), 0.0);
+#pragma omp parallel for if (N * C * inner > 16384)
+    for (int64_t c = 0; c < C; ++c) {
+      const double m = centred ? stats_.mean.data()[c] : 0.0, inv = centred ? stats_.invstd.data()[c] : 1.0;
+      double a1 = 0, a2 = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const float* pr = p + (n * C + c) * inner;
+        const float* qr = q + (n * C + c) * inner;
+#pragma omp simd reduction(+ : a1, a2)
+        for (int64_t i = 0; i < inner; ++i) {
+          a1 += pr[i];
+          a2 += static_cast<double>(pr[i]) * ((qr[i] - m) * inv);
+        }
+      }
+      s[static_cast<size_t>(c)] = a1;
+      s[static_cast<size_t>(C + c)] = a2;
+    }
+    return s;
+  }
+  // y = a[c] * x + b[c] (+ k[c] * g when g is given), x and g [N, C, inner] plain.
+  static Tensor channel_affine(const Tensor& x, const std::vector<float>& a, const std::vector<float>& b, const Tensor* g,
+                               const std::vector<float>& k) {
+    Tensor y(x.shape());
+    const int64_t N = x.dim(0), C = x.dim(1), inner = x.numel() / (N * C);
+#pragma omp parallel for collapse(2) if (x.numel() > 16384)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t base = (n * C + c) * inner;
+        const float ac = a[static_cast<size_t>(c)], bc = b[static_cast<size_t>(c)], kc = g ? k[static_cast<size_t>(c)] : 0.0f;
+        const float* xp = x.data() + base;
+        const float* gp = g ? g->data() + base : nullptr;
+        float* yp = y.data() + base;
+        if (gp) {
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i) yp[i] = kc * gp[i] + ac * xp[i] + bc;
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i) yp[i] = ac * xp[i] + bc;
+        }
+      }
+    return y;
+  }
+
+  SlabExchange* slabs_;
+  float eps_, momentum_;
+  bool training_attr_, trained_ = false, fresh_moments_ = false;
+  ops::BatchNormStats stats_;
+  ChannelMoments moments_;
+};
+
 }  // namespace
 
 }  // namespace hpcnn::nn::detail
 
 namespace hpcnn::nn {
+
+void SlabExchange::allreduce_sum(double* data, size_t count) {
+  const size_t floats = count * sizeof(double) / sizeof(float), S = static_cast<size_t>(slabs());
+  std::vector<float> mine(floats), all(S * floats);
+  std::memcpy(mine.data(), data, count * sizeof(double));
+  allgather(mine.data(), floats, all.data());
+  std::vector<double> part(count);
+  std::fill_n(data, count, 0.0);
+  for (size_t s = 0; s < S; ++s) {
+    std::memcpy(part.data(), all.data() + s * floats, count * sizeof(double));
+    for (size_t i = 0; i < count; ++i) data[i] += part[i];
+  }
+}
 
 Tensor depth_slab(const Tensor& x_in, int slab, int slabs) {
   const Tensor x = to_layout(x_in.to(Device::cpu()), Layout::plain);
@@ -154,6 +320,7 @@ std::unique_ptr<Layer> make_spatial_layer(const onnx::NodeProto& node, SlabExcha
                                       ") runs only in a model built for a spatial split (nn::ModelOptions::slabs)");
   if (node.op_type() == "HaloExchange") return std::make_unique<HaloExchangeLayer>(node, slabs);
   if (node.op_type() == "SlabGather") return std::make_unique<SlabGatherLayer>(node, slabs);
+  if (node.op_type() == "BatchNormalization") return std::make_unique<SlabBatchNormLayer>(node, slabs);
   throw_error(ErrorKind::unsupported, "operator " + node.op_type() + " of domain " + kSpatialDomain + " is unknown");
 }
 

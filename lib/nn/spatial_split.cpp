@@ -277,9 +277,17 @@ class Splitter {
     const bool domain_default = node.domain().empty() || node.domain() == "ai.onnx";
     if (domain_default && op == "Conv" && on_slab == std::vector<int>{0}) return place_conv(node, who);
     if (domain_default && (op == "MaxPool" || op == "AveragePool") && on_slab == std::vector<int>{0}) return place_pool(node, who);
-    if (domain_default && op == "BatchNormalization")
-      fail(who + " normalises a slab: BatchNormalization under a spatial split needs the group's batch statistics, "
-                 "which are not built yet (use spatial split 1 for models with BatchNormalization in the conv part)");
+    if (domain_default && op == "BatchNormalization" && on_slab == std::vector<int>{0}) {
+      for (int i = 1; i < node.output_size(); ++i)
+        if (!node.output(i).empty())
+          fail(who + " normalises a slab and has running-statistics outputs (output " + std::to_string(i) +
+               "): under a spatial split only its first output is supported");
+      onnx::NodeProto n = node;  // the group's batch statistics (nn/spatial.h)
+      n.set_domain(kSpatialDomain);
+      split_.insert(node.output(0));
+      nodes_.push_back(std::move(n));
+      return;
+    }
     static const std::set<std::string> unary{"Relu", "LeakyRelu", "Tanh", "Sigmoid", "Clip", "Dropout", "Identity"};
     if (domain_default && unary.count(op) && on_slab == std::vector<int>{0}) {
       split_.insert(node.output(0));

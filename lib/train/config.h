@@ -40,7 +40,7 @@ struct TrainConfig {
   bool sparse = false;
   // The gradient allreduce: flat | hierarchical | auto (dist/hierarchical.h).
   std::string exchange_algorithm = "auto";
-  // Spatial split of 3-D CNNs (nn/spatial.h, train/spatial_group.h): groups of S consecutive
+  // Spatial split of 3-D CNNs (nn/spatial.h, spatial/group.h): groups of S consecutive
   // ranks share each sample, one depth slab per rank; 1: plain data parallelism. Global batch:
   // batch_size x ranks / S.
   int spatial = 1;

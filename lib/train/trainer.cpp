@@ -37,7 +37,7 @@
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
 #include "train/optimizer.h"
-#include "train/spatial_group.h"
+#include "spatial/group.h"
 
 namespace hpcnn::train {
 
@@ -187,6 +187,9 @@ class Trainer {
   struct EpochSums {
     double loss = 0, correct = 0, count = 0, seconds = 0;
     double absolute_error = 0, values = 0;  // regression: sums over samples and targets
+    int64_t steps = 0;                      // run in this epoch (fewer than steps_per_epoch_ when resumed mid-epoch)
+    uint64_t halo_bytes = 0;                // spatial split: this rank's halo traffic and time in the epoch's steps
+    double halo_seconds = 0;
     bool polish = false;
   };
 
@@ -215,7 +218,7 @@ class Trainer {
     nn::ModelOptions mo{false, static_cast<unsigned>(cfg_.seed)};
     if (S_ > 1) {
       // Spatial split (nn/spatial.h): this rank runs slab rank mod S of replica rank / S.
-      group_ = std::make_unique<SpatialGroup>(comm_, S_);
+      group_ = std::make_unique<spatial::SpatialGroup>(comm_, S_);
       split_ = nn::split_depth(loaded_.proto, cfg_.model, S_);
       mo.slabs = group_.get();
       std::string halos;
@@ -293,8 +296,10 @@ class Trainer {
     data::LoaderOptions lo;
     lo.mode = data::LoaderMode::train;
     lo.batch_size = cfg_.batch_size;
-    lo.rank = replica_;  // the group's ranks read the same samples (each cuts its slab)
+    lo.rank = replica_;  // the group's ranks read the same samples, each its slab
     lo.world_size = replicas_;
+    lo.slab = slab_;
+    lo.slabs = S_;
     lo.seed = cfg_.seed;
     lo.prefetch = cfg_.data.prefetch;
     lo.augment = cfg_.augmentation;
@@ -338,8 +343,15 @@ class Trainer {
     const int64_t first = epoch == start_epoch_ ? start_step_ : 0;
     for (int64_t i = 0; i < first * cfg_.accumulation_steps; ++i) loader_->next_batch();  // already trained
     const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t halo_bytes0 = group_ ? group_->halo_bytes_sent() : 0;
+    const double halo_seconds0 = group_ ? group_->halo_seconds() : 0.0;
     for (int64_t step = first; step < steps_per_epoch_; ++step) {
       train_step(epoch, step, sums);
+      ++sums.steps;
+      if (group_) {
+        sums.halo_bytes = group_->halo_bytes_sent() - halo_bytes0;
+        sums.halo_seconds = group_->halo_seconds() - halo_seconds0;
+      }
       if (run_.on_step && rank_ == 0)
         run_.on_step(epoch, cfg_.epochs, step + 1, steps_per_epoch_, sums.count ? sums.loss / sums.count : 0.0);
       int64_t stop = g_stop.load(std::memory_order_relaxed);
@@ -367,7 +379,7 @@ class Trainer {
       // Dropout masks per replica: the ranks of a spatial group run the gathered layers alike.
       model_->set_seed(data::mix_seed(cfg_.seed, static_cast<uint64_t>(replica_),
                                       static_cast<uint64_t>(global_step_ * cfg_.accumulation_steps + a)));
-      auto out = model_->forward({S_ > 1 ? nn::depth_slab(batch->images, slab_, S_) : batch->images}, nn::Mode::training);
+      auto out = model_->forward({batch->images}, nn::Mode::training);
       inject_fault(out.at(0));
       Tensor grad;
       const double loss = regression() ? regression_loss(out.at(0), *batch, sums, grad) : classification_loss(out.at(0), *batch, sums, grad);
@@ -454,11 +466,17 @@ class Trainer {
            {"final_polish", sums.polish},
            {"bytes_exchanged_per_step", exchange_->bytes_per_step()}};
     if (S_ > 1) {
-      // Halo bytes sent per step by the rank that sent most (an interior rank: both neighbours).
-      int64_t halo = static_cast<int64_t>(group_->halo_bytes_sent() - halo_bytes_at_epoch_start_);
+      // Halo bytes sent per training step by the rank that sent most (an interior rank: both
+      // neighbours), and the most time a rank spent in the halo exchange per step (waiting for its
+      // neighbours included): the share of the step that overlapping it could hide at most.
+      int64_t halo = static_cast<int64_t>(sums.halo_bytes);
       comm_.allreduce_max(&halo, 1);
-      halo_bytes_at_epoch_start_ = group_->halo_bytes_sent();
-      m["halo_bytes_per_step"] = static_cast<double>(halo) / static_cast<double>(std::max<int64_t>(1, steps_per_epoch_));
+      int64_t halo_us = static_cast<int64_t>(sums.halo_seconds * 1e6);
+      comm_.allreduce_max(&halo_us, 1);
+      const double steps = static_cast<double>(std::max<int64_t>(1, sums.steps));
+      m["halo_bytes_per_step"] = static_cast<double>(halo) / steps;
+      m["halo_seconds_per_step"] = static_cast<double>(halo_us) * 1e-6 / steps;
+      m["step_seconds"] = secs_mean / steps;
     }
     const char* metric = regression() ? "mae" : "accuracy";  // the one number per split in the log line
     if (validation_src_) {
@@ -549,7 +567,11 @@ class Trainer {
                  {"seconds", total}};
     summary["task"] = cfg_.task;
     summary["spatial_split"] = S_;
-    if (last_.contains("halo_bytes_per_step")) summary["halo_bytes_per_step"] = last_["halo_bytes_per_step"];
+    // Rank 0's reads of sample bytes from data.train_images (the validation split held out of it
+    // included); 0 when the samples are in memory (data.cache: read once, at the start).
+    summary["train_file_bytes_read"] = train_src_->bytes_read();
+    for (const char* k : {"halo_bytes_per_step", "halo_seconds_per_step", "step_seconds"})
+      if (last_.contains(k)) summary[k] = last_[k];
     for (const char* k : {"train_loss", "train_accuracy", "train_mae", "validation_loss", "validation_accuracy", "validation_mse",
                           "validation_mae", "validation_mae_per_target", "test_loss", "test_accuracy", "test_top5", "test_mse",
                           "test_mae", "test_mae_per_target"})
@@ -572,9 +594,8 @@ class Trainer {
   const int rank_, world_;
   const int S_, slab_, replica_, replicas_;  // spatial split: slab rank mod S of replica rank / S
   const Fault fault_;
-  std::unique_ptr<SpatialGroup> group_;
+  std::unique_ptr<spatial::SpatialGroup> group_;
   nn::SpatialSplit split_;
-  uint64_t halo_bytes_at_epoch_start_ = 0;
   std::chrono::steady_clock::time_point t_start_;
   onnxu::Model loaded_;
   Checkpoint ckpt_;
@@ -600,7 +621,7 @@ json run_evaluation(const TrainConfig& cfg, dist::Communicator& comm, const std:
   if (split != "test" && split != "validation")
     throw_error(ErrorKind::usage, "evaluation split '" + split + "': expected test or validation");
   set_threads(cfg, comm);
-  return measure::evaluate_model(model_path.empty() ? cfg.model : model_path, split, cfg.data, eval_options(cfg), comm);
+  return measure::evaluate_model(model_path.empty() ? cfg.model : model_path, split, cfg.data, eval_options(cfg, cfg.spatial), comm);
 }
 
 json run_training(const TrainConfig& cfg, dist::Communicator& comm, const RunOptions& run) {

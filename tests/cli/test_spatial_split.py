@@ -1,21 +1,26 @@
-"""dist-train with a spatial split of 3-D samples (issue 43; nn/spatial.h, train/spatial_group.h):
+"""dist-train with a spatial split of 3-D samples (issue 43; nn/spatial.h, spatial/group.h):
 under mpirun, groups of S consecutive ranks share each sample, one depth slab per rank, with halo
 exchange before every 3-D conv and an allgather where the graph leaves the slabs. Checks that
 -np 2 with S = 2 and -np 4 with 2 data x 2 spatial give the weights of one process on the same
 global batch after 3 steps, the halo bytes per step against the closed form, the test metrics, and
-the refusals before training (S not dividing the ranks or the depth)."""
+the refusals before training (S not dividing the ranks or the depth); BatchNormalization on slabs
+(the group's statistics); each rank reading only its slab's bytes; --evaluate and bn-polish with
+S = 2 against S = 1."""
 import json
+import os
+import subprocess
 
 import numpy as np
 import pytest
 
+import hpcnn_test as H
 from test_dist_train import dist_train, ok, weights
 from test_dist_train_3d import config, cosmo_tiny
 
 
 def run(tmp, ranks, spatial, batch, **over):
-    tmp.mkdir()
-    cfg = config(tmp, epochs=1, max_steps_per_epoch=3, batch_size=batch, deterministic=True, **over)
+    tmp.mkdir(exist_ok=True)
+    cfg = config(tmp, **{"epochs": 1, "max_steps_per_epoch": 3, "batch_size": batch, "deterministic": True, **over})
     return dist_train("--config", cfg, "--spatial-split", spatial, ranks=ranks if ranks > 1 else 0)
 
 
@@ -71,3 +76,70 @@ def test_checkpoints_move_between_split_and_whole(tmp_path):
         a, b = weights(ref / "trained.onnx"), weights(d / "trained.onnx")
         for k in a:
             np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-6 * np.abs(a[k]).max(), err_msg=f"{first}->{second} {k}")
+
+
+def close(a, b, what):
+    # atol against the model's largest weight: a conv bias before a BatchNormalization gets a
+    # gradient of zero up to rounding and stays at about 1e-11, with no scale of its own.
+    largest = max(float(np.abs(v).max()) for v in a.values())
+    for k in a:
+        np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-6 * largest, err_msg=f"{what}: {k}")
+
+
+def test_batchnorm_on_slabs_equals_one_process(tmp_path):
+    """A BatchNormalization on the conv output of each slab normalises with the group's batch
+    statistics (the whole samples'): -np 2 with S = 2 gives one process's weights and running
+    statistics after 3 steps."""
+    for d in ("one", "split"):
+        (tmp_path / d).mkdir()
+        cosmo_tiny(tmp_path / d / "cosmo.onnx", batchnorm=True)
+    ref = ok(run(tmp_path / "one", 1, 1, 8))
+    s = ok(run(tmp_path / "split", 2, 2, 8))
+    a, b = weights(tmp_path / "one" / "trained.onnx"), weights(tmp_path / "split" / "trained.onnx")
+    close(a, b, "S = 2 against one process")
+    assert not np.allclose(a["bn.mean"], 0.5) and not np.allclose(a["bn.var"], 4.0)  # the running statistics moved
+    assert s["train_loss"] == pytest.approx(ref["train_loss"], rel=1e-5)
+    assert s["test_mae"] == pytest.approx(ref["test_mae"], rel=1e-5)
+
+
+def test_each_rank_reads_only_its_slab(tmp_path):
+    """Samples read from the file (data.cache false): rank 0 of a 2-slab group reads half of each
+    volume's bytes. One epoch of 64 int16 volumes [4, 8, 8, 8]: 64 x 4 x 8^3 x 2 bytes for S = 1."""
+    one = ok(run(tmp_path / "one", 1, 1, 8, data={"cache": False}, max_steps_per_epoch=0))
+    two = ok(run(tmp_path / "two", 2, 2, 8, data={"cache": False}, max_steps_per_epoch=0))
+    assert one["steps"] == two["steps"] == 8
+    assert one["train_file_bytes_read"] == 64 * 4 * 8 ** 3 * 2
+    assert two["train_file_bytes_read"] == 64 * 4 * 8 ** 3 * 2 // 2
+    cached = ok(run(tmp_path / "cached", 1, 1, 8, max_steps_per_epoch=1))
+    assert cached["train_file_bytes_read"] == 0  # in memory: read once, when loaded
+
+
+def test_evaluate_and_bn_polish_with_a_split(tmp_path):
+    """dist-train --evaluate and bn-polish run the split model (BatchNorm on slabs included) and
+    report what one process reports."""
+    model = cosmo_tiny(tmp_path / "cosmo.onnx", batchnorm=True)
+    cfg = config(tmp_path)
+    one = ok(dist_train("--config", cfg, "--evaluate", model))
+    two = ok(dist_train("--config", cfg, "--evaluate", model, "--spatial-split", 2, ranks=2))
+    assert two["spatial_split"] == 2 and two["samples"] == one["samples"] == 16
+    for k in ("mse", "mae"):
+        assert two[k] == pytest.approx(one[k], rel=1e-5), k
+    np.testing.assert_allclose(two["mae_per_target"], one["mae_per_target"], rtol=1e-5)
+
+    def polish(out, *launch, spatial=1):
+        p = subprocess.run([*launch, H.tool("bn-polish"), str(model), "--config", str(cfg), "-o", str(out),
+                            "--spatial-split", str(spatial), "--test-accuracy"],
+                           capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    r1 = polish(tmp_path / "p1.onnx")
+    r2 = polish(tmp_path / "p2.onnx", *H.launch(2), spatial=2)
+    assert r2["spatial_split"] == 2 and r2["samples"] == r1["samples"] == 64
+    close(weights(tmp_path / "p1.onnx"), weights(tmp_path / "p2.onnx"), "bn-polish S = 2 against S = 1")
+    assert r2["test_mae_after"] == pytest.approx(r1["test_mae_after"], rel=1e-5)
+    # A split that does not fit the model is refused before anything is written.
+    p = subprocess.run([*H.launch(2), H.tool("bn-polish"), str(model), "--config", str(cfg), "-o", str(tmp_path / "p3.onnx"),
+                        "--spatial-split", "3"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "does not divide the 2 ranks" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "p3.onnx").exists()

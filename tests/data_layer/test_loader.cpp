@@ -343,3 +343,69 @@ TEST_CASE("loader: FileSource and the cached source give the same batches", "[da
     CHECK(same_images(a[i], b[i]));
   }
 }
+
+namespace {
+
+// Planes [first, first + count) along D of a batch of volumes [n, C, D, H, W] (the reference cut).
+std::vector<float> depth_planes(const hpcnn::Tensor& t, int64_t first, int64_t count) {
+  const int64_t nc = t.dim(0) * t.dim(1), D = t.dim(2), plane = t.dim(3) * t.dim(4);
+  std::vector<float> out;
+  for (int64_t i = 0; i < nc; ++i)
+    out.insert(out.end(), t.data() + (i * D + first) * plane, t.data() + (i * D + first + count) * plane);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("loader: a spatial slab reads only its planes and equals the cut of the whole volume", "[data][loader][spatial]") {
+  // 12 int16 volumes [4, 4, 4, 4], channels first: the file holds each slab as runs of its own.
+  TempDir dir;
+  const int64_t N = 12, C = 4, D = 4;
+  Bytes data;
+  std::mt19937_64 rng(5);
+  for (int64_t i = 0; i < N * C * D * D * D; ++i) {
+    const auto v = static_cast<int16_t>(rng() % 300);
+    data.push_back(static_cast<uint8_t>(v & 0xff));
+    data.push_back(static_cast<uint8_t>(v >> 8));
+  }
+  const std::string path = dir.file("vol.npy");
+  write_file(path, npy_file("{'descr': '<i2', 'fortran_order': False, 'shape': (12, 4, 4, 4, 4), }", data));
+  for (const bool augment : {false, true})
+    for (const int S : {2, 4})
+      for (const bool cache : {false, true}) {
+        INFO("augment " << augment << ", slabs " << S << ", cache " << cache);
+        LoaderOptions o = train_options(3, 0, 2, 11);
+        o.augment.log1p = true;
+        o.augment.random_flips_3d = augment;
+        o.augment.random_axis_permutation = augment;
+        BatchLoader whole(open_source({{path}, {}, cache, 0}), o);
+        const std::vector<Batch> ref = whole_epoch(whole, 2);
+        for (int s = 0; s < S; ++s) {
+          LoaderOptions os = o;
+          os.slab = s;
+          os.slabs = S;
+          auto src = open_source({{path}, {}, cache, 0});
+          BatchLoader part(src, os);
+          const std::vector<Batch> got = whole_epoch(part, 2);
+          REQUIRE(got.size() == ref.size());
+          for (size_t b = 0; b < got.size(); ++b) {
+            CHECK(got[b].indices == ref[b].indices);
+            REQUIRE(got[b].images.shape() == hpcnn::Shape{3, C, D / S, D, D});
+            const std::vector<float> want = depth_planes(ref[b].images, s * D / S, D / S);
+            CHECK(std::equal(want.begin(), want.end(), got[b].images.data()));
+          }
+          // Only the slab's bytes were read: C x D/S x H x W int16 values per sample.
+          const int64_t samples = static_cast<int64_t>(got.size()) * 3;
+          CHECK(src->bytes_read() == (cache ? 0 : samples * C * (D / S) * D * D * 2));
+        }
+      }
+  // Slabs that do not fit are refused before any read.
+  LoaderOptions bad = train_options(3, 0, 1);
+  bad.slabs = 3;
+  CHECK(error_of([&] { BatchLoader l(open_source({{path}, {}, false, 0}), bad); }, ErrorKind::usage).find("do not split into 3 depth slabs") !=
+        std::string::npos);
+  bad.slabs = 2;
+  CHECK(error_of([&] { BatchLoader l(random_source(8), bad); }, ErrorKind::usage).find("(not volumes)") != std::string::npos);
+  bad.slab = 2;
+  CHECK(error_of([&] { BatchLoader l(open_source({{path}, {}, false, 0}), bad); }, ErrorKind::usage).find("slab 2 of 2 slabs") != std::string::npos);
+}

@@ -36,7 +36,8 @@ GRAPH = {
     "prune": ["onnx"],
     "fcl": ["onnx"],
     "data": ["core", "tensor", "huffman"],
-    "measure": ["nn", "data", "dist", "onnx"],
+    "spatial": ["nn", "dist"],
+    "measure": ["nn", "data", "dist", "onnx", "spatial"],
     "train": ["measure", "nn", "data", "dist", "onnx"],
     "bn": ["measure"],
 }

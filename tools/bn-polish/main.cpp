@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   if (!comm) return status;
   std::string model, output;
   int64_t samples = 0, batch_size = 256;
+  int spatial = 1;
   bool test_accuracy = false;
   hpcnn::tool::ModelOutputFlags out;
   hpcnn::tool::DataOptions data;
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
         app.add_option("--batch-size", batch_size, "Samples per forward batch (default 256; the statistics do not depend on it)")
             ->check(hpcnn::tool::positive_number)
             ->group("Training data");
+        app.add_option("--spatial-split", spatial,
+                       "S: groups of S consecutive ranks share each 3-D sample, one depth slab per rank (as dist-train's "
+                       "--spatial-split; the statistics are the whole samples'; default 1)")
+            ->check(hpcnn::tool::positive_number)
+            ->group("Training data");
         app.add_flag("--test-accuracy", test_accuracy,
                      "Also report the test accuracy before and after (the --config's data.test_*; for regression "
                      "targets the mse, mae and mae_per_target instead)");
@@ -92,6 +98,7 @@ int main(int argc, char** argv) {
         eval.batch_size = static_cast<int>(batch_size);
         eval.prefetch = td.data.prefetch;
         eval.normalise = td.augmentation;
+        eval.slabs = spatial;
         const auto test_accuracy_of = [&](const std::string& path) {
           return hpcnn::measure::evaluate_model(path, "test", td.data, eval, *comm);
         };
@@ -111,6 +118,7 @@ int main(int argc, char** argv) {
         po.normalise.mean = td.augmentation.mean;
         po.normalise.std = td.augmentation.std;
         po.normalise.log1p = td.augmentation.log1p;
+        po.slabs = spatial;
         const hpcnn::bn::PolishResult r =
             hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -135,6 +143,7 @@ int main(int argc, char** argv) {
                        {"forward_samples", r.samples * r.passes},
                        {"seconds", secs},
                        {"world_size", comm->size()},
+                       {"spatial_split", spatial},
                        {"variance", "population: sum (x - mean)^2 / n, n = samples * spatial positions (H * W, D * H * W)"}};
         ordered_json layers = ordered_json::array();
         for (const auto& s : r.layers) layers.push_back(layer_json(s));

@@ -1,4 +1,4 @@
-// hpcnn train: the spatial split's group (nn/spatial.h) over the job's communicator: ranks form
+// hpcnn spatial: the spatial split's group (nn/spatial.h) over the job's communicator: ranks form
 // groups of S consecutive ranks (consecutive ranks share a sample, so a scheduler's block
 // placement keeps a group on a node, as Fugaku's rank map did); rank r holds slab r mod S of
 // replica r / S. Halo planes travel between neighbouring ranks by MPI_Sendrecv (to the previous
@@ -13,7 +13,7 @@
 #include "dist/communicator.h"
 #include "nn/spatial.h"
 
-namespace hpcnn::train {
+namespace hpcnn::spatial {
 
 class SpatialGroup final : public nn::SlabExchange {
  public:
@@ -26,11 +26,13 @@ class SpatialGroup final : public nn::SlabExchange {
                 size_t n_from_prev, float* from_next, size_t n_from_next) override;
   void allgather(const float* mine, size_t count, float* all) override;
   uint64_t halo_bytes_sent() const override { return halo_bytes_; }
+  double halo_seconds() const override { return halo_seconds_; }
 
  private:
   dist::Communicator& comm_;
   int slabs_, slab_, replica_, replicas_, first_;  // first_: the group's first rank
   uint64_t halo_bytes_ = 0;
+  double halo_seconds_ = 0;
 };
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::spatial

@@ -1,11 +1,12 @@
-#include "train/spatial_group.h"
+#include "spatial/group.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "core/error.h"
 
-namespace hpcnn::train {
+namespace hpcnn::spatial {
 
 SpatialGroup::SpatialGroup(dist::Communicator& comm, int slabs) : comm_(comm), slabs_(slabs) {
   if (slabs < 1 || comm.size() % slabs != 0)
@@ -19,12 +20,14 @@ SpatialGroup::SpatialGroup(dist::Communicator& comm, int slabs) : comm_(comm), s
 
 void SpatialGroup::exchange(const float* to_prev, size_t n_to_prev, const float* to_next, size_t n_to_next, float* from_prev,
                             size_t n_from_prev, float* from_next, size_t n_from_next) {
+  const auto t0 = std::chrono::steady_clock::now();
   const int prev = slab_ > 0 ? comm_.rank() - 1 : -1, next = slab_ + 1 < slabs_ ? comm_.rank() + 1 : -1;
   // Downwards (to the previous slab, from the next), then upwards: every rank's pair matches its
   // neighbours', so neither can block.
   comm_.sendrecv(to_prev, prev >= 0 ? n_to_prev : 0, prev, from_next, next >= 0 ? n_from_next : 0, next);
   comm_.sendrecv(to_next, next >= 0 ? n_to_next : 0, next, from_prev, prev >= 0 ? n_from_prev : 0, prev);
   halo_bytes_ += ((prev >= 0 ? n_to_prev : 0) + (next >= 0 ? n_to_next : 0)) * sizeof(float);
+  halo_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void SpatialGroup::allgather(const float* mine, size_t count, float* all) {
@@ -37,4 +40,4 @@ void SpatialGroup::allgather(const float* mine, size_t count, float* all) {
   }
 }
 
-}  // namespace hpcnn::train
+}  // namespace hpcnn::spatial
