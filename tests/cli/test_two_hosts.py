@@ -34,15 +34,26 @@ def needs_root():
     assert os.geteuid() == 0, "the two-host test bed needs root (network and UTS namespaces); CI runs as root"
 
 
+def run_netns_mounted_empty():
+    """/run/netns is a mount point (ip netns add makes it one) with no namespace left in it: the test
+    bed unmounts it then (in a chroot it would be a mount left in the machine's mount namespace)."""
+    d = Path("/run/netns")
+    if not d.is_dir() or any(d.iterdir()):
+        return False
+    return subprocess.run(["mountpoint", "-q", str(d)]).returncode == 0
+
+
 def leftovers(prefix):
-    """Everything a test bed named `prefix` may leave: namespaces, their /etc/netns files, state and
-    temporary folders, veths in this namespace (the test bed never makes any here)."""
+    """Everything a test bed named `prefix` may leave: namespaces, their /etc/netns files (an older
+    test bed's), state and temporary folders, veths in this namespace (the test bed never makes any
+    here), an empty /run/netns still mounted."""
     ns = [l.split()[0] for l in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()]
     links = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True, text=True).stdout
     found = [f"netns {n}" for n in ns if n.startswith(prefix + "-")]
     found += [f"veth {l}" for l in links.splitlines() if re.search(r"\d+: (node[a-z]|eth0)@", l)]
     found += [p for p in (f"/etc/netns/{prefix}-head", f"/etc/netns/{prefix}-nodea", f"/run/testbed/{prefix}",
                           f"/tmp/{prefix}-testbed", f"/dev/shm/{prefix}-testbed") if os.path.exists(p)]
+    found += ["mount /run/netns (empty)"] if run_netns_mounted_empty() else []
     return found
 
 
@@ -124,8 +135,10 @@ def monitored(prefix):
 
 
 def link_bytes(prefix, host):
-    """{interface: tx bytes} inside a test-bed host."""
-    p = subprocess.run(["ip", "-n", f"{prefix}-{host}", "-j", "-s", "link", "show"], capture_output=True, text=True, check=True)
+    """{interface: tx bytes} inside a test-bed host (nsenter, not `ip -n`: that needs / to be a mount
+    point, which it is not in a chroot)."""
+    p = subprocess.run(["nsenter", f"--net=/run/netns/{prefix}-{host}", "ip", "-j", "-s", "link", "show"],
+                       capture_output=True, text=True, check=True)
     return {l["ifname"]: l["stats64"]["tx"]["bytes"] for l in json.loads(p.stdout)}
 
 
