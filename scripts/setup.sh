@@ -28,7 +28,7 @@ test_debs=(
   clang libclang-rt-14-dev                           # the fuzzing test (libFuzzer)
   slurmctld slurmd slurm-client munge shellcheck     # the cluster tests: a one-host Slurm, the job scripts checked
   lmod man-db                                        # the install test loads the module with Lmod and reads the man pages
-  iproute2                                           # the two-host test bed (scripts/testbed: ip netns, veth, bridge, tc)
+  iproute2 mount                                     # the two-host test bed (scripts/testbed: ip netns, veth, bridge, tc; umount of /run/netns)
 )
 [ "${1:-}" = --main-job ] || debs+=("${test_debs[@]}")
 

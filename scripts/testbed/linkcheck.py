@@ -72,11 +72,12 @@ def main():
         return print(json.dumps(client(o.addr, o.pings, o.mbytes)))
     me = os.path.abspath(__file__)
     addr = "10.77.0.%d" % (ord(o.dst[-1]) - 96)
-    srv = subprocess.Popen(["ip", "netns", "exec", f"{o.prefix}-{o.dst}", sys.executable, me, "--role", "server"],
+    ns = "--net=/run/netns/%s-%s"  # nsenter, not `ip netns exec` (which fails in a chroot)
+    srv = subprocess.Popen(["nsenter", ns % (o.prefix, o.dst), sys.executable, me, "--role", "server"],
                            stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout.readline().strip() == "ready"
-        out = subprocess.run(["ip", "netns", "exec", f"{o.prefix}-{o.src}", sys.executable, me, "--role", "client",
+        out = subprocess.run(["nsenter", ns % (o.prefix, o.src), sys.executable, me, "--role", "client",
                               "--addr", addr, "--pings", str(o.pings), "--mbytes", str(o.mbytes)],
                              capture_output=True, text=True, check=True).stdout
         print(out.strip())

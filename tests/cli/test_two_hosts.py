@@ -34,15 +34,26 @@ def needs_root():
     assert os.geteuid() == 0, "the two-host test bed needs root (network and UTS namespaces); CI runs as root"
 
 
+def run_netns_mounted_empty():
+    """/run/netns is a mount point (ip netns add makes it one) with no namespace left in it: the test
+    bed unmounts it then (in a chroot it would be a mount left in the machine's mount namespace)."""
+    d = Path("/run/netns")
+    if not d.is_dir() or any(d.iterdir()):
+        return False
+    return subprocess.run(["mountpoint", "-q", str(d)]).returncode == 0
+
+
 def leftovers(prefix):
-    """Everything a test bed named `prefix` may leave: namespaces, their /etc/netns files, state and
-    temporary folders, veths in this namespace (the test bed never makes any here)."""
+    """Everything a test bed named `prefix` may leave: namespaces, their /etc/netns files (an older
+    test bed's), state and temporary folders, veths in this namespace (the test bed never makes any
+    here), an empty /run/netns still mounted."""
     ns = [l.split()[0] for l in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()]
     links = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True, text=True).stdout
     found = [f"netns {n}" for n in ns if n.startswith(prefix + "-")]
     found += [f"veth {l}" for l in links.splitlines() if re.search(r"\d+: (node[a-z]|eth0)@", l)]
     found += [p for p in (f"/etc/netns/{prefix}-head", f"/etc/netns/{prefix}-nodea", f"/run/testbed/{prefix}",
                           f"/tmp/{prefix}-testbed", f"/dev/shm/{prefix}-testbed") if os.path.exists(p)]
+    found += ["mount /run/netns (empty)"] if run_netns_mounted_empty() else []
     return found
 
 
@@ -95,6 +106,77 @@ def test_split_type_sees_two_nodes(bed, tmp_path):
         ("0", "nodea", "0/2", "2"), ("1", "nodea", "1/2", "2"), ("2", "nodeb", "0/2", "2"), ("3", "nodeb", "1/2", "2")], p.stdout
 
 
+def root_is_a_mount_point():
+    """Whether / is a mount point for this process (it is not in a chroot of a plain folder, such as
+    fresh-debian.sh's): /proc/self/mountinfo then lists no mount at "/"."""
+    return any(l.split()[4] == "/" for l in Path("/proc/self/mountinfo").read_text().splitlines())
+
+
+# A chroot as fresh-debian.sh makes one, from this machine's own files: a folder on a tmpfs (so that
+# the chroot's / is no mount point) with /usr, /etc, /tmp, /sys, /proc, /dev and the checkout bound in,
+# /bin, /lib, ... as on the machine (links into /usr, or bound), and a plain /run. All in a private
+# mount namespace (unshare --mount), so that nothing of it outlives the command. Inside: the test bed,
+# then what must be gone afterwards (the namespaces, /run/netns and its mount, veths).
+NESTED_CHROOT = r"""set -eu
+t=$1 root=$2 prefix=$3 exe=$4 mpirun=$5
+mount -t tmpfs testbed-chroot "$t"
+r=$t/r
+mkdir -p "$r/run" "$r/root"
+for d in usr etc tmp sys proc; do mkdir -p "$r/$d"; mount --bind "/$d" "$r/$d"; done
+mkdir -p "$r/dev" && mount --rbind /dev "$r/dev"
+for d in bin sbin lib lib32 lib64 libx32; do
+  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$r/$d"
+  elif [ -d "/$d" ]; then mkdir -p "$r/$d" && mount --bind "/$d" "$r/$d"; fi
+done
+mkdir -p "$r$root" && mount --bind "$root" "$r$root"
+chroot "$r" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root   bash -c '
+    set -u
+    if awk "\$5 == \"/\"" /proc/self/mountinfo | grep -q .; then echo "chroot: / is a mount point"; exit 3; fi
+    ip netns add "$1-probe" && { ip -n "$1-probe" link show lo >/dev/null 2>&1 && echo "chroot: ip -n works here"; ip netns del "$1-probe"; }
+    cd "$0"
+    scripts/testbed/testbed --prefix "$1" run -- "$3" --allow-run-as-root --oversubscribe -np 4 -host nodea:2,nodeb:2 \
+      --mca btl self,vader,tcp "$2"; echo "run exited $?"
+    scripts/testbed/testbed --prefix "$1" up && scripts/testbed/testbed --prefix "$1" exec nodeb hostname; echo "up+exec exited $?"
+    scripts/testbed/testbed --prefix "$1" down; echo "down exited $?"
+    echo "left: netns [$(ip netns list | tr "\n" " ")] run/netns [$(ls -A /run | grep -x netns)]" \
+      "mounts [$(awk "\$5 ~ /^\/run/ {print \$5}" /proc/self/mountinfo | tr "\n" " ")]" \
+      "veths [$(ip -o link show type veth | tr "\n" " ")]"
+  ' "$root" "$prefix" "$exe" "$mpirun"
+"""
+
+
+def test_works_where_root_is_not_a_mount_point(bed, tmp_path):
+    """The test bed in a chroot whose / is no mount point, as in fresh-debian.sh (where `ip -n` and
+    `ip netns exec` fail: '"mount --make-rslave /" failed: Invalid argument'): the hosts come up,
+    MPI sees two nodes, `exec` names the host, and nothing is left: no namespace, no /run/netns (nor
+    its mount), no veth. Made here from the machine's own files; if this test itself already runs
+    where / is no mount point (in fresh-debian.sh), the condition is the test's own and the bed runs
+    directly."""
+    exe = tmp_path / "split_check"
+    subprocess.run(["mpicc", "-O2", "-o", exe, ROOT / "scripts" / "testbed" / "split_check.c"], check=True)
+    if root_is_a_mount_point():
+        (tmp_path / "chroot").mkdir()
+        p = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", NESTED_CHROOT, "nested",
+                            tmp_path / "chroot", ROOT, bed, exe, H.MPIRUN], capture_output=True, text=True, timeout=180)
+        out = p.stdout
+        print(out)
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        assert "chroot: / is a mount point" not in out and "chroot: ip -n works here" not in out, out  # the condition holds
+    else:
+        print("/ is no mount point here: the bed runs directly")
+        p = subprocess.run(bed_cmd(bed, "run", "--", *mpirun(exe)), capture_output=True, text=True, timeout=120)
+        out = p.stdout + f"run exited {p.returncode}\n"
+        q = subprocess.run(f"{TESTBED} --prefix {bed} up && {TESTBED} --prefix {bed} exec nodeb hostname; echo up+exec exited $?;"
+                           f"{TESTBED} --prefix {bed} down; echo down exited $?", shell=True, capture_output=True, text=True, timeout=60)
+        out += q.stdout
+        out += f"left: {leftovers(bed)}\n" if leftovers(bed) else "left: netns [] run/netns [] mounts [] veths []\n"
+        assert not Path("/run/netns").exists(), sorted(os.listdir("/run/netns"))
+    rows = sorted(l.split() for l in out.splitlines() if l.startswith("rank "))
+    assert [(r[3], r[7]) for r in rows] == [("nodea", "2"), ("nodea", "2"), ("nodeb", "2"), ("nodeb", "2")], out
+    for line in ("run exited 0", "nodeb\nup+exec exited 0", "down exited 0", "left: netns [] run/netns [] mounts [] veths []"):
+        assert line in out, (line, out)
+
+
 def test_two_hosts_train_the_one_host_weights(bed, tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     s1 = ok(subprocess.run([*H.launch(4), H.tool("dist-train"), "--config", train_config(one)],
@@ -124,8 +206,10 @@ def monitored(prefix):
 
 
 def link_bytes(prefix, host):
-    """{interface: tx bytes} inside a test-bed host."""
-    p = subprocess.run(["ip", "-n", f"{prefix}-{host}", "-j", "-s", "link", "show"], capture_output=True, text=True, check=True)
+    """{interface: tx bytes} inside a test-bed host (nsenter, not `ip -n`: that needs / to be a mount
+    point, which it is not in a chroot)."""
+    p = subprocess.run(["nsenter", f"--net=/run/netns/{prefix}-{host}", "ip", "-j", "-s", "link", "show"],
+                       capture_output=True, text=True, check=True)
     return {l["ifname"]: l["stats64"]["tx"]["bytes"] for l in json.loads(p.stdout)}
 
 
