@@ -33,6 +33,7 @@
 #include "onnx/compare.h"
 #include "onnx/costs.h"
 #include "onnx/model.h"
+#include "ops/update.h"
 #include "train/batchnorm_sync.h"
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
@@ -94,20 +95,27 @@ measure::EvalOptions eval_options(const TrainConfig& cfg, int slabs = 1) {
 }
 
 // The optimizer state per parameter, dense (zeros where a sparse layout keeps no state), on the host.
+// `positions`: GradientExchange::positions() (i32, one per sparse buffer of the layout).
 std::map<std::string, Tensor> dense_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
-                                          const Tensor& state) {
+                                          const std::vector<Tensor>& positions, const Tensor& state) {
   const Tensor host = state.to(Device::cpu());
   std::map<std::string, Tensor> out;
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor t = Tensor::zeros(params[k].value.shape());
-    dist::unpack(layout, k, host.data(), t.data());
+    const Tensor part = host.slice(static_cast<int64_t>(layout.offset[k]), static_cast<int64_t>(layout.count(k)));
+    Tensor flat = t.reshaped({t.numel()});
+    if (layout.dense[k])
+      copy_into(part, flat);
+    else
+      ops::scatter(part, positions[k].to(Device::cpu()), flat);
     out[params[k].name] = t;
   }
   return out;
 }
 
 void restore_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
-                   const std::map<std::string, Tensor>& saved, Tensor& state, const std::string& path) {
+                   const std::vector<Tensor>& positions, const std::map<std::string, Tensor>& saved, Tensor& state,
+                   const std::string& path) {
   Tensor host = Tensor::zeros({static_cast<int64_t>(layout.total)});
   for (size_t k = 0; k < params.size(); ++k) {
     auto it = saved.find(params[k].name);
@@ -116,7 +124,12 @@ void restore_state(const std::vector<nn::Parameter>& params, const dist::FusedLa
     if (it->second.shape() != params[k].value.shape())
       throw_error(ErrorKind::bad_input, "checkpoint " + path + ": optimizer state of '" + params[k].name + "' has shape " +
                                             shape_to_string(it->second.shape()));
-    dist::pack(layout, k, it->second.data(), host.data());
+    Tensor part = host.slice(static_cast<int64_t>(layout.offset[k]), static_cast<int64_t>(layout.count(k)));
+    const Tensor flat = it->second.reshaped({it->second.numel()});
+    if (layout.dense[k])
+      copy_into(flat, part);
+    else
+      ops::gather(flat, positions[k].to(Device::cpu()), part);
   }
   copy_into(host, state);
 }
@@ -314,7 +327,8 @@ class Trainer {
   // world size or batch restarts that epoch: the per-rank shards differ).
   void restore_position() {
     if (run_.resume.empty()) return;
-    restore_state(model_->parameters(), exchange_->layout(), ckpt_.optimizer_state, optimizer_->state(), run_.resume);
+    restore_state(model_->parameters(), exchange_->layout(), exchange_->positions(), ckpt_.optimizer_state, optimizer_->state(),
+                  run_.resume);
     start_epoch_ = ckpt_.epoch;
     start_step_ = ckpt_.step_in_epoch;
     global_step_ = ckpt_.global_step;
@@ -512,7 +526,7 @@ class Trainer {
       if (!cfg_.output.empty()) c.output = std::filesystem::absolute(cfg_.output, ec).string();
       c.model = loaded_.proto;
       model_->export_weights(c.model);
-      c.optimizer_state = dense_state(model_->parameters(), exchange_->layout(), optimizer_->state());
+      c.optimizer_state = dense_state(model_->parameters(), exchange_->layout(), exchange_->positions(), optimizer_->state());
       write_checkpoint(cfg_.checkpoint, c);
       if (step_in_epoch == 0)
         spdlog::info("checkpoint written: {} (after epoch {})", cfg_.checkpoint, epoch);
