@@ -38,6 +38,7 @@
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
 #include "train/optimizer.h"
+#include "train/parameter_memory.h"
 #include "train/spatial_group.h"
 
 namespace hpcnn::train {
@@ -262,6 +263,19 @@ class Trainer {
       for (const auto& p : params) {
         auto it = by_name.find(p.name);
         masks.push_back(it != by_name.end() ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f));
+      }
+      layout = parameter_layout(params, true, &masks);
+    } else if (cfg_.sparse && !run_.resume.empty()) {
+      // Resuming a sparse run: the kept positions are the non-zero weights or state of the
+      // checkpoint (a kept weight that trained to exactly 0 keeps its place and its momentum).
+      std::vector<Tensor> masks;
+      for (const auto& p : params) {
+        Tensor m = Tensor::zeros(p.value.shape());
+        auto it = ckpt_.optimizer_state.find(p.name);
+        const float* st = it != ckpt_.optimizer_state.end() && it->second.numel() == p.value.numel() ? it->second.data() : nullptr;
+        for (int64_t i = 0; i < p.value.numel(); ++i)
+          m.data()[i] = p.value.data()[i] != 0.0f || (st && st[i] != 0.0f) ? 1.0f : 0.0f;
+        masks.push_back(m);
       }
       layout = parameter_layout(params, true, &masks);
     } else {
@@ -561,6 +575,12 @@ class Trainer {
                  {"dense_bytes_per_step", exchange_->layout().full * sizeof(float)},
                  {"train_images_per_second", train_seconds_ > 0 ? images_total_ / train_seconds_ : 0.0},
                  {"seconds", total}};
+    const ParameterMemory mem = parameter_memory(model_->parameters(), *exchange_, *optimizer_);
+    summary["parameter_memory"] = mem.to_json();
+    if (rank_ == 0)
+      spdlog::info("parameter memory per rank (bytes): weights {}, gradients {}, fused buffer {}, optimizer state {}, "
+                   "positions {}; optimizer (fused + state + positions) {}",
+                   mem.weights, mem.gradients, mem.fused, mem.state, mem.positions, mem.optimizer());
     summary["task"] = cfg_.task;
     summary["spatial_split"] = S_;
     if (last_.contains("halo_bytes_per_step")) summary["halo_bytes_per_step"] = last_["halo_bytes_per_step"];
