@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "train/gradient_exchange.h"
 #include "train/optimizer.h"
@@ -182,5 +183,15 @@ TEST_CASE("parameter memory: the bytes counted equal the closed form, dense and 
     CHECK(m.positions == (sparse ? 4 * (kept - dense_elems) : 0));  // i32, one copy
     CHECK(m.optimizer() == m.fused + m.state + m.positions);
     for (const auto& pos : ex.layout().positions) CHECK(pos.empty());  // moved onto the device, not duplicated
+    if (sparse) {  // so the host copies refuse the layout instead of copying nothing
+      std::vector<float> buf(c.mask[0].size()), fused(ex.layout().total);
+      try {
+        hpcnn::dist::pack(ex.layout(), 0, buf.data(), fused.data());
+        FAIL("pack used a layout whose positions were moved");
+      } catch (const hpcnn::Error& e) {
+        CHECK(e.kind() == hpcnn::ErrorKind::usage);
+        CHECK_THAT(e.what(), Catch::Contains("positions of sparse buffer 0 were moved"));
+      }
+    }
   }
 }
