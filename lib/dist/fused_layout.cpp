@@ -1,6 +1,7 @@
 #include "dist/fused_layout.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -8,6 +9,12 @@
 namespace hpcnn::dist {
 
 namespace {
+void check_held(const FusedLayout& l, size_t k, const char* what) {
+  if (!l.dense[k] && l.positions[k].size() != l.count(k))
+    throw_error(ErrorKind::usage, std::string(what) + ": the positions of sparse buffer " + std::to_string(k) +
+                                      " were moved out of the layout (" + std::to_string(l.count(k)) + " kept elements)");
+}
+
 void finish(FusedLayout& l, const std::vector<size_t>& sizes) {
   l.offset.clear();
   l.total = l.full = 0;
@@ -47,15 +54,19 @@ FusedLayout sparse_layout(const std::vector<std::span<const float>>& values, con
                                               " elements, its buffer " + std::to_string(values[k].size()));
       m = (*masks)[k];
     }
+    if (m.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+      throw_error(ErrorKind::unsupported, "sparse layout: buffer " + std::to_string(k) + " has " + std::to_string(m.size()) +
+                                              " elements; i32 positions address fewer than 2^31");
     l.dense[k] = false;
     for (size_t i = 0; i < m.size(); ++i)
-      if (m[i] != 0.0f) l.positions[k].push_back(static_cast<int64_t>(i));
+      if (m[i] != 0.0f) l.positions[k].push_back(static_cast<int32_t>(i));
   }
   finish(l, sizes);
   return l;
 }
 
 void pack(const FusedLayout& l, size_t k, const float* buffer, float* fused) {
+  check_held(l, k, "pack");
   float* d = fused + l.offset[k];
   if (l.dense[k]) {
     std::memcpy(d, buffer, l.count(k) * sizeof(float));
@@ -66,6 +77,7 @@ void pack(const FusedLayout& l, size_t k, const float* buffer, float* fused) {
 }
 
 void unpack(const FusedLayout& l, size_t k, const float* fused, float* buffer) {
+  check_held(l, k, "unpack");
   const float* s = fused + l.offset[k];
   if (l.dense[k]) {
     std::memcpy(buffer, s, l.count(k) * sizeof(float));

@@ -7,6 +7,12 @@
 // from the values (or a mask) and are identical on every rank, so no indices travel: the fused
 // buffer holds just the values, in position order. Other buffers (biases, BatchNormalization)
 // stay dense. Flat buffers only: this module knows no tensors or models.
+//
+// Positions are i32 offsets within their own buffer (4 bytes per kept element, half of i64's:
+// next to the 4-byte f32 state they index, the index is the larger part of a compact optimizer's
+// memory); a sparse buffer of 2^31 or more elements is refused (ErrorKind::unsupported).
+// A holder may move the positions elsewhere (train::GradientExchange puts them on the device as
+// tensors and keeps one copy only): pack/unpack then refuse that buffer (ErrorKind::usage).
 #pragma once
 
 #include <cstddef>
@@ -17,7 +23,7 @@
 namespace hpcnn::dist {
 
 struct FusedLayout {
-  std::vector<std::vector<int64_t>> positions;  // per buffer; used when !dense[k]
+  std::vector<std::vector<int32_t>> positions;  // per buffer, ascending; used when !dense[k]
   std::vector<bool> dense;
   std::vector<size_t> offset;  // start of buffer k in the fused buffer
   size_t total = 0;            // elements of the fused buffer

@@ -2,7 +2,7 @@
 // fused gradient buffer and back, scaling it, and the optimizer updates, all on the tensors'
 // device (dist-train's optimizer and gradient exchange take device buffers through these).
 //
-// gather:  dst[j] = src[positions[j]]      positions: i64 [n]; src any f32 tensor (flat view)
+// gather:  dst[j] = src[positions[j]]      positions: i32 [n] (dist/fused_layout.h); src any f32 tensor (flat view)
 // scatter: dst[positions[j]] = src[j]
 // scale:   x *= factor
 // sgd_update (momentum; PyTorch's formulation), per element of the flat f32 tensors w, g, v:
@@ -11,7 +11,8 @@
 // Algorithm 1) over the whole tensor:
 //   local = trust * ||w|| / (||g|| + wd * ||w||)  (1 when a norm is 0; norms in double)
 //   v = momentum * v + lr * local * (g + wd * w);  w -= v
-// Errors: ErrorKind::bad_input when lengths differ or a position is out of range.
+// Errors: ErrorKind::bad_input when lengths differ or a position is out of range; ErrorKind::usage
+// for positions of another dtype than i32.
 #pragma once
 
 #include "tensor/tensor.h"

@@ -11,11 +11,12 @@
 
 namespace hpcnn {
 
-// Element types. The kernels of lib/ops run on f32; i64 holds indices (sparse positions), u8
-// raw pixels or masks.
-enum class DType : uint8_t { f32, i64, u8 };
+// Element types. The kernels of lib/ops run on f32; i64 holds indices, i32 the sparse positions of
+// a pruned model's kept weights (offsets within one tensor: 4 bytes a kept weight), u8 raw pixels
+// or masks.
+enum class DType : uint8_t { f32, i64, u8, i32 };
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);  // "f32", "i64", "u8"
+const char* dtype_name(DType t);  // "f32", "i64", "u8", "i32"
 
 struct Device {
   enum class Kind : uint8_t { cpu, cuda };

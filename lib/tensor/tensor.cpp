@@ -19,6 +19,8 @@ size_t dtype_size(DType t) {
       return 8;
     case DType::u8:
       return 1;
+    case DType::i32:
+      return 4;
   }
   return 1;
 }
@@ -31,6 +33,8 @@ const char* dtype_name(DType t) {
       return "i64";
     case DType::u8:
       return "u8";
+    case DType::i32:
+      return "i32";
   }
   return "?";
 }

@@ -87,6 +87,8 @@ class Tensor {
       return DType::f32;
     else if constexpr (std::is_same_v<std::remove_const_t<T>, int64_t>)
       return DType::i64;
+    else if constexpr (std::is_same_v<std::remove_const_t<T>, int32_t>)
+      return DType::i32;
     else
       return DType::u8;
   }

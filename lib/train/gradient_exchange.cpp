@@ -48,8 +48,8 @@ std::vector<Tensor> position_tensors(const dist::FusedLayout& layout, const Devi
   for (size_t k = 0; k < layout.dense.size(); ++k) {
     if (layout.dense[k]) continue;
     const auto& pos = layout.positions[k];
-    Tensor host({static_cast<int64_t>(pos.size())}, Layout::plain, DType::i64);
-    std::copy(pos.begin(), pos.end(), host.data_as<int64_t>());
+    Tensor host({static_cast<int64_t>(pos.size())}, Layout::plain, DType::i32);
+    std::copy(pos.begin(), pos.end(), host.data_as<int32_t>());
     out[k] = host.to(device);
   }
   return out;
@@ -62,6 +62,7 @@ GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout l
       algorithm_(dist::choose_sum_algorithm(algorithm, comm)),
       positions_(position_tensors(layout_, device)),
       fused_({static_cast<int64_t>(layout_.total)}, Layout::plain, DType::f32, device) {
+  for (auto& pos : layout_.positions) std::vector<int32_t>().swap(pos);  // positions_ holds them now
   if (comm_.rank() != 0) return;
   if (algorithm_.warning)
     spdlog::warn("exchange.algorithm {}: {}; using the flat allreduce", algorithm, algorithm_.reason);

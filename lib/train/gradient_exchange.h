@@ -22,13 +22,16 @@ namespace hpcnn::train {
 // set to zero, so that they stay zero).
 dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool sparse, const std::vector<Tensor>* masks = nullptr);
 
-// The positions of a sparse buffer of the layout as an i64 tensor on `device` (undefined for dense).
+// The positions of a sparse buffer of the layout as an i32 tensor on `device` (undefined for dense).
 std::vector<Tensor> position_tensors(const dist::FusedLayout& layout, const Device& device);
 
 class GradientExchange {
  public:
   // algorithm: "flat", "hierarchical" or "auto" (dist::choose_sum_algorithm; the choice and its
   // reason are logged, a hierarchical request on unequal nodes falls back to flat with a warning).
+  // The sparse positions move from the layout onto `device` as i32 tensors (positions()): one copy
+  // of them exists, and layout() keeps the offsets and counts only (dist::pack/unpack refuse its
+  // sparse buffers; scatter/gather with positions() instead).
   GradientExchange(dist::Communicator& comm, dist::FusedLayout layout, const Device& device = Device::cpu(),
                    const std::string& algorithm = "auto");
   // Packs every Parameter::grad, allreduces, and divides by world size * `local_steps`. The

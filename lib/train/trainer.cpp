@@ -33,11 +33,13 @@
 #include "onnx/compare.h"
 #include "onnx/costs.h"
 #include "onnx/model.h"
+#include "ops/update.h"
 #include "train/batchnorm_sync.h"
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
 #include "train/optimizer.h"
 #include "spatial/group.h"
+#include "train/parameter_memory.h"
 
 namespace hpcnn::train {
 
@@ -94,20 +96,27 @@ measure::EvalOptions eval_options(const TrainConfig& cfg, int slabs = 1) {
 }
 
 // The optimizer state per parameter, dense (zeros where a sparse layout keeps no state), on the host.
+// `positions`: GradientExchange::positions() (i32, one per sparse buffer of the layout).
 std::map<std::string, Tensor> dense_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
-                                          const Tensor& state) {
+                                          const std::vector<Tensor>& positions, const Tensor& state) {
   const Tensor host = state.to(Device::cpu());
   std::map<std::string, Tensor> out;
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor t = Tensor::zeros(params[k].value.shape());
-    dist::unpack(layout, k, host.data(), t.data());
+    const Tensor part = host.slice(static_cast<int64_t>(layout.offset[k]), static_cast<int64_t>(layout.count(k)));
+    Tensor flat = t.reshaped({t.numel()});
+    if (layout.dense[k])
+      copy_into(part, flat);
+    else
+      ops::scatter(part, positions[k].to(Device::cpu()), flat);
     out[params[k].name] = t;
   }
   return out;
 }
 
 void restore_state(const std::vector<nn::Parameter>& params, const dist::FusedLayout& layout,
-                   const std::map<std::string, Tensor>& saved, Tensor& state, const std::string& path) {
+                   const std::vector<Tensor>& positions, const std::map<std::string, Tensor>& saved, Tensor& state,
+                   const std::string& path) {
   Tensor host = Tensor::zeros({static_cast<int64_t>(layout.total)});
   for (size_t k = 0; k < params.size(); ++k) {
     auto it = saved.find(params[k].name);
@@ -116,7 +125,12 @@ void restore_state(const std::vector<nn::Parameter>& params, const dist::FusedLa
     if (it->second.shape() != params[k].value.shape())
       throw_error(ErrorKind::bad_input, "checkpoint " + path + ": optimizer state of '" + params[k].name + "' has shape " +
                                             shape_to_string(it->second.shape()));
-    dist::pack(layout, k, it->second.data(), host.data());
+    Tensor part = host.slice(static_cast<int64_t>(layout.offset[k]), static_cast<int64_t>(layout.count(k)));
+    const Tensor flat = it->second.reshaped({it->second.numel()});
+    if (layout.dense[k])
+      copy_into(flat, part);
+    else
+      ops::gather(flat, positions[k].to(Device::cpu()), part);
   }
   copy_into(host, state);
 }
@@ -254,6 +268,19 @@ class Trainer {
         masks.push_back(it != by_name.end() ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f));
       }
       layout = parameter_layout(params, true, &masks);
+    } else if (cfg_.sparse && !run_.resume.empty()) {
+      // Resuming a sparse run: the kept positions are the non-zero weights or state of the
+      // checkpoint (a kept weight that trained to exactly 0 keeps its place and its momentum).
+      std::vector<Tensor> masks;
+      for (const auto& p : params) {
+        Tensor m = Tensor::zeros(p.value.shape());
+        auto it = ckpt_.optimizer_state.find(p.name);
+        const float* st = it != ckpt_.optimizer_state.end() && it->second.numel() == p.value.numel() ? it->second.data() : nullptr;
+        for (int64_t i = 0; i < p.value.numel(); ++i)
+          m.data()[i] = p.value.data()[i] != 0.0f || (st && st[i] != 0.0f) ? 1.0f : 0.0f;
+        masks.push_back(m);
+      }
+      layout = parameter_layout(params, true, &masks);
     } else {
       layout = parameter_layout(params, cfg_.sparse);
     }
@@ -319,7 +346,8 @@ class Trainer {
   // world size or batch restarts that epoch: the per-rank shards differ).
   void restore_position() {
     if (run_.resume.empty()) return;
-    restore_state(model_->parameters(), exchange_->layout(), ckpt_.optimizer_state, optimizer_->state(), run_.resume);
+    restore_state(model_->parameters(), exchange_->layout(), exchange_->positions(), ckpt_.optimizer_state, optimizer_->state(),
+                  run_.resume);
     start_epoch_ = ckpt_.epoch;
     start_step_ = ckpt_.step_in_epoch;
     global_step_ = ckpt_.global_step;
@@ -530,7 +558,7 @@ class Trainer {
       if (!cfg_.output.empty()) c.output = std::filesystem::absolute(cfg_.output, ec).string();
       c.model = loaded_.proto;
       model_->export_weights(c.model);
-      c.optimizer_state = dense_state(model_->parameters(), exchange_->layout(), optimizer_->state());
+      c.optimizer_state = dense_state(model_->parameters(), exchange_->layout(), exchange_->positions(), optimizer_->state());
       write_checkpoint(cfg_.checkpoint, c);
       if (step_in_epoch == 0)
         spdlog::info("checkpoint written: {} (after epoch {})", cfg_.checkpoint, epoch);
@@ -565,6 +593,12 @@ class Trainer {
                  {"dense_bytes_per_step", exchange_->layout().full * sizeof(float)},
                  {"train_images_per_second", train_seconds_ > 0 ? images_total_ / train_seconds_ : 0.0},
                  {"seconds", total}};
+    const ParameterMemory mem = parameter_memory(model_->parameters(), *exchange_, *optimizer_);
+    summary["parameter_memory"] = mem.to_json();
+    if (rank_ == 0)
+      spdlog::info("parameter memory per rank (bytes): weights {}, gradients {}, fused buffer {}, optimizer state {}, "
+                   "positions {}; optimizer (fused + state + positions) {}",
+                   mem.weights, mem.gradients, mem.fused, mem.state, mem.positions, mem.optimizer());
     summary["task"] = cfg_.task;
     summary["spatial_split"] = S_;
     // Rank 0's reads of sample bytes from data.train_images (the validation split held out of it

@@ -218,9 +218,9 @@ std::vector<OpCase> cases() {
                                                              static_cast<float>(r.correct5)})};
                }});
   c.push_back({"gather / scatter / scale", [=](const Device& d) {
-                 Tensor pos_h({4}, Layout::plain, DType::i64);
-                 const int64_t p[4] = {1, 5, 6, 11};
-                 std::memcpy(pos_h.data_as<int64_t>(), p, sizeof p);
+                 Tensor pos_h({4}, Layout::plain, DType::i32);
+                 const int32_t p[4] = {1, 5, 6, 11};
+                 std::memcpy(pos_h.data_as<int32_t>(), p, sizeof p);
                  const Tensor pos = pos_h.to(d), src = on(d, host_random({12}, 29));
                  Tensor g({4}, Layout::plain, DType::f32, d), s = on(d, host_random({12}, 30));
                  gather(src, pos, g);

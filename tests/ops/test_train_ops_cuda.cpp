@@ -78,10 +78,10 @@ void run_update(size_t n, const cu::SgdStep& p, bool lars, float trust, bool zer
 TEST_CASE("CUDA gather, scatter and scale equal their definitions; bad positions are refused", "[train][cuda]") {
   const size_t n = 100003, count = 5001;
   const std::vector<float> src = to_float(random_values(n, 31));
-  std::vector<int64_t> pos(count);
-  for (size_t j = 0; j < count; ++j) pos[j] = static_cast<int64_t>((j * 7919) % n);  // distinct: 7919 is prime, n > count
+  std::vector<int32_t> pos(count);
+  for (size_t j = 0; j < count; ++j) pos[j] = static_cast<int32_t>((j * 7919) % n);  // distinct: 7919 is prime, n > count
   DeviceBuffer dsrc(src), dpacked(count), dfull(n);
-  DeviceArray<int64_t> dpos(pos);
+  DeviceArray<int32_t> dpos(pos);
   cu::check_positions(dpos.p, count, n, "gather", nullptr);
   cu::gather(dsrc.p, dpos.p, count, dpacked.p, nullptr);
   HPCNN_CUDA_CHECK(cudaMemset(dfull.p, 0, n * sizeof(float)));
@@ -95,10 +95,10 @@ TEST_CASE("CUDA gather, scatter and scale equal their definitions; bad positions
   }
   CHECK(full == want_full);
 
-  for (int64_t bad : {int64_t{-1}, static_cast<int64_t>(n)}) {
-    std::vector<int64_t> p2 = pos;
+  for (int32_t bad : {int32_t{-1}, static_cast<int32_t>(n)}) {
+    std::vector<int32_t> p2 = pos;
     p2[17] = bad;
-    DeviceArray<int64_t> dp2(p2);
+    DeviceArray<int32_t> dp2(p2);
     try {
       cu::check_positions(dp2.p, count, n, "scatter", nullptr);
       FAIL("position " << bad << " accepted");

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "dist/communicator.h"
 #include "measure/sensitivity.h"
 #include "onnx/model.h"
+#include "prune/magnitude.h"
 #include "prune/prune_rate.h"
 
 namespace {
@@ -53,8 +55,8 @@ int main(int argc, char** argv) {
   CLI::Option *opt_loss_before = nullptr, *opt_upper = nullptr;
   std::string model, output, thresholds_file, rates, keep;
   hpcnn::tool::ModelOutputFlags out;
-  double threshold = 0, target_params = 0, target_macs = 0, uniform = 0;
-  CLI::Option *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr,
+  double threshold = 0, target_params = 0, target_macs = 0, uniform = 0, unstructured = 0;
+  CLI::Option *opt_unstructured = nullptr, *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr,
               *opt_keep = nullptr;
   return hpcnn::tool::run_tool(
       hpcnn::tool::mpi_tool_spec("prune-rate",
@@ -77,6 +79,10 @@ int main(int argc, char** argv) {
                                   "Search the one global threshold closest to this MAC reduction, in (0, 1)");
         opt_uniform = app.add_option(
             "--rate", uniform, "One pruning rate in [0, 1) for every prunable layer: the smallest-L1 filters go (baseline)");
+        opt_unstructured = app.add_option(
+            "--unstructured", unstructured,
+            "Unstructured magnitude pruning instead: zero the fraction R in [0, 1) of smallest-|w| entries of each Conv/Gemm "
+            "weight (per tensor), keeping shapes (the fixed mask of dist-train's sparse / mask keys)");
         opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
         opt_keep = app.add_option("--keep", keep,
                                   "Comma-separated layers never pruned (with every layer that shares their channels), e.g. "
@@ -103,6 +109,41 @@ int main(int argc, char** argv) {
                         ->group(dd);
       },
       [&](const hpcnn::tool::Context&) {
+        if (opt_unstructured->count()) {  // magnitude pruning: no rates, no data, no surgery
+          for (const CLI::Option* other : {opt_threshold, opt_params, opt_macs, opt_uniform, opt_rates, opt_keep})
+            if (other->count())
+              throw_error(ErrorKind::usage, "--unstructured cannot be combined with " + other->get_name());
+          if (!thresholds_file.empty() || data.given())
+            throw_error(ErrorKind::usage, "--unstructured cannot be combined with --thresholds or training data");
+          if (output == "-") throw_error(ErrorKind::usage, "-o -: prune-rate writes models to files, not to stdout");
+          if (comm->size() > 1) throw_error(ErrorKind::usage, "--unstructured runs in one process, not under mpirun");
+          if (!std::isfinite(unstructured) || unstructured < 0 || unstructured >= 1)
+            throw_error(ErrorKind::usage, "--unstructured " + std::to_string(unstructured) + ": the fraction of zeros must be in [0, 1)");
+          hpcnn::tool::prepare_outputs({{output, "the output"},
+                                        {output.empty() ? std::string() : output + ".data", "the output's external data", true},
+                                        {out.report, "--report"}},
+                                       {model}, out.force);
+          hpcnn::tool::Report report(out.report);
+          hpcnn::onnxu::Model m = hpcnn::onnxu::load_model(model);
+          const auto layers = hpcnn::prune::magnitude_prune(m.proto, unstructured);
+          nlohmann::ordered_json j{{"model", model}, {"unstructured", unstructured}, {"per", "tensor"}};
+          int64_t elements = 0, zeros = 0;
+          for (const auto& l : layers) {
+            j["layers"].push_back({{"node", l.node}, {"weight", l.weight}, {"elements", l.elements}, {"zeros", l.zeros}});
+            elements += l.elements;
+            zeros += l.zeros;
+          }
+          j["elements"] = elements;
+          j["zeros"] = zeros;
+          if (!output.empty()) {
+            hpcnn::onnxu::save_model(m.proto, output, hpcnn::onnxu::output_save_options(m, out.external_data(), out.force));
+            j["output"] = output;
+          }
+          spdlog::info("unstructured magnitude pruning: {} of {} weight entries are zero ({} Conv/Gemm weights)", zeros, elements,
+                       layers.size());
+          report.write(j.dump(2) + "\n");
+          return 0;
+        }
         hpcnn::prune::PruneOptions o;
         o.model = model;
         if (output == "-") throw_error(ErrorKind::usage, "-o -: prune-rate writes models to files, not to stdout");

@@ -14,7 +14,7 @@ void same_length(const Tensor& a, const Tensor& b, const char* what) {
 }
 
 void check_positions(const Tensor& positions, int64_t n, const char* what) {
-  const int64_t* pos = positions.data_as<int64_t>();
+  const int32_t* pos = positions.data_as<int32_t>();
   for (int64_t j = 0; j < positions.numel(); ++j)
     if (pos[j] < 0 || pos[j] >= n)
       throw_error(ErrorKind::bad_input,
@@ -25,7 +25,7 @@ void check_positions(const Tensor& positions, int64_t n, const char* what) {
 void gather(const Tensor& src, const Tensor& positions, Tensor& dst) {
   same_length(positions, dst, "gather");
   check_positions(positions, src.numel(), "gather");
-  const int64_t* pos = positions.data_as<int64_t>();
+  const int32_t* pos = positions.data_as<int32_t>();
   const float* s = src.data();
   float* d = dst.data();
   for (int64_t j = 0; j < dst.numel(); ++j) d[j] = s[pos[j]];
@@ -34,7 +34,7 @@ void gather(const Tensor& src, const Tensor& positions, Tensor& dst) {
 void scatter(const Tensor& src, const Tensor& positions, Tensor& dst) {
   same_length(positions, src, "scatter");
   check_positions(positions, dst.numel(), "scatter");
-  const int64_t* pos = positions.data_as<int64_t>();
+  const int32_t* pos = positions.data_as<int32_t>();
   const float* s = src.data();
   float* d = dst.data();
   for (int64_t j = 0; j < src.numel(); ++j) d[pos[j]] = s[j];

@@ -15,13 +15,13 @@ namespace {
 
 constexpr int kNormBlocks = kThreads;  // the update kernel reduces the block sums with one thread each
 
-__global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ pos, int64_t n,
+__global__ void gather_kernel(const float* __restrict__ src, const int32_t* __restrict__ pos, int64_t n,
                               float* __restrict__ dst) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x)
     dst[j] = src[pos[j]];
 }
 
-__global__ void scatter_kernel(const float* __restrict__ src, const int64_t* __restrict__ pos, int64_t n,
+__global__ void scatter_kernel(const float* __restrict__ src, const int32_t* __restrict__ pos, int64_t n,
                                float* __restrict__ dst) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x)
     dst[pos[j]] = src[j];
@@ -117,10 +117,10 @@ size_t align8(size_t b) { return (b + 7) / 8 * 8; }
 
 }  // namespace
 
-void check_positions(const int64_t* positions, int64_t count, int64_t n, const char* what, cudaStream_t stream) {
+void check_positions(const int32_t* positions, int64_t count, int64_t n, const char* what, cudaStream_t stream) {
   if (count <= 0) return;
-  std::vector<int64_t> host(static_cast<size_t>(count));
-  HPCNN_CUDA_CHECK(cudaMemcpyAsync(host.data(), positions, host.size() * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
+  std::vector<int32_t> host(static_cast<size_t>(count));
+  HPCNN_CUDA_CHECK(cudaMemcpyAsync(host.data(), positions, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
   HPCNN_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (int64_t j = 0; j < count; ++j)
     if (host[j] < 0 || host[j] >= n)
@@ -128,13 +128,13 @@ void check_positions(const int64_t* positions, int64_t count, int64_t n, const c
                                             std::to_string(j) + ") outside [0, " + std::to_string(n) + ")");
 }
 
-void gather(const float* src, const int64_t* positions, int64_t count, float* dst, cudaStream_t stream) {
+void gather(const float* src, const int32_t* positions, int64_t count, float* dst, cudaStream_t stream) {
   if (count <= 0) return;
   gather_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, positions, count, dst);
   HPCNN_CUDA_CHECK(cudaGetLastError());
 }
 
-void scatter(const float* src, const int64_t* positions, int64_t count, float* dst, cudaStream_t stream) {
+void scatter(const float* src, const int32_t* positions, int64_t count, float* dst, cudaStream_t stream) {
   if (count <= 0) return;
   scatter_kernel<<<blocks_for(count), kThreads, 0, stream>>>(src, positions, count, dst);
   HPCNN_CUDA_CHECK(cudaGetLastError());

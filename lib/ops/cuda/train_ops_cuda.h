@@ -31,12 +31,12 @@
 
 namespace hpcnn::ops::cuda {
 
-// Positions are checked before a gather or scatter uses them (once per sparse plan, not per step):
+// Positions are i32 offsets within one tensor (dist/fused_layout.h), as on the CPU. They are checked before a gather or scatter uses them (once per sparse plan, not per step):
 // copies them to the host and throws bad_input naming the first one outside [0, n). Synchronous.
-void check_positions(const int64_t* positions, int64_t count, int64_t n, const char* what, cudaStream_t stream);
+void check_positions(const int32_t* positions, int64_t count, int64_t n, const char* what, cudaStream_t stream);
 
-void gather(const float* src, const int64_t* positions, int64_t count, float* dst, cudaStream_t stream);
-void scatter(const float* src, const int64_t* positions, int64_t count, float* dst, cudaStream_t stream);
+void gather(const float* src, const int32_t* positions, int64_t count, float* dst, cudaStream_t stream);
+void scatter(const float* src, const int32_t* positions, int64_t count, float* dst, cudaStream_t stream);
 void scale(float* x, int64_t n, float factor, cudaStream_t stream);
 
 struct SgdStep {
