@@ -59,10 +59,13 @@ class Communicator {
   // MPI_Win_allocate_shared on the node communicator, freed with the window, so never outliving the
   // job), of the size local rank 0 gives (the others' `bytes` is ignored); local rank 0 writes it
   // through `fill` (called on local rank 0 only), then every rank of the node gets it read-only
-  // (dist/node_buffer.h). The defaults are for a node of one rank (ordinary memory); a failed
+  // (dist/node_buffer.h). When the MPI library gives no shared window (every rank of the node
+  // alike): nullptr with the reason in *unavailable (fill not called), or ErrorKind::device when
+  // `unavailable` is null. The defaults are for a node of one rank (ordinary memory); a failed
   // allocation throws ErrorKind::device naming the size, node and rank.
   virtual void node_broadcast(void* data, size_t bytes);
-  virtual std::shared_ptr<const NodeBuffer> node_shared(size_t bytes, const std::function<void(void*)>& fill);
+  virtual std::shared_ptr<const NodeBuffer> node_shared(size_t bytes, const std::function<void(void*)>& fill,
+                                                        std::string* unavailable = nullptr);
   // Ends every rank of the job at once (MPI_Abort) with exit status `code`.
   [[noreturn]] virtual void abort(int code) = 0;
 };

@@ -139,8 +139,9 @@ class Mpi final : public Communicator {
       }
     }
   }
-  std::shared_ptr<const NodeBuffer> node_shared(size_t bytes, const std::function<void(void*)>& fill) override {
-    return detail::node_shared_window(node_, bytes, fill, "rank " + std::to_string(rank_) + " on " + host_);
+  std::shared_ptr<const NodeBuffer> node_shared(size_t bytes, const std::function<void(void*)>& fill,
+                                                std::string* unavailable) override {
+    return detail::node_shared_window(node_, bytes, fill, "rank " + std::to_string(rank_) + " on " + host_, unavailable);
   }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);

@@ -23,7 +23,8 @@ class OwnBuffer final : public NodeBuffer {
 
 void Communicator::node_broadcast(void*, size_t) {}
 
-std::shared_ptr<const NodeBuffer> Communicator::node_shared(size_t bytes, const std::function<void(void*)>& fill) {
+std::shared_ptr<const NodeBuffer> Communicator::node_shared(size_t bytes, const std::function<void(void*)>& fill,
+                                                           std::string*) {
   auto b = std::make_shared<OwnBuffer>(bytes);
   fill(b->writable());
   return b;

@@ -27,34 +27,9 @@ void check(int rc, const char* call, const std::string& where, size_t bytes) {
 
 class Window final : public NodeBuffer {
  public:
-  Window(MPI_Comm node, size_t bytes, const std::function<void(void*)>& fill, const std::string& where) {
-    int local = 0;
-    MPI_Comm_rank(node, &local);
-    uint64_t n = bytes;
-    check(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, node), "MPI_Bcast", where, bytes);
-    size_ = static_cast<size_t>(n);
-    void* base = nullptr;
-    check(MPI_Win_allocate_shared(static_cast<MPI_Aint>(local == 0 ? size_ : 0), 1, MPI_INFO_NULL, node, &base, &win_),
-          "MPI_Win_allocate_shared", where, size_);
-    MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN);
-    if (local == 0) {
-      fill(base);
-    } else {
-      MPI_Aint got = 0;
-      int unit = 0;
-      check(MPI_Win_shared_query(win_, 0, &got, &unit, &base), "MPI_Win_shared_query", where, size_);
-      if (static_cast<size_t>(got) != size_)
-        throw_error(ErrorKind::device, "node-shared memory: local rank 0's segment has " + std::to_string(got) + " bytes, " +
-                                           std::to_string(size_) + " expected, on " + where);
-    }
-    // Local rank 0's stores become visible to the node's other ranks: a memory barrier around
-    // the node barrier (the unified memory model of MPI-3 shared windows).
-    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all", where, size_);
-    MPI_Win_sync(win_);
-    check(MPI_Barrier(node), "MPI_Barrier", where, size_);
-    MPI_Win_sync(win_);
-    check(MPI_Win_unlock_all(win_), "MPI_Win_unlock_all", where, size_);
+  Window(MPI_Win win, const void* base, size_t bytes) : win_(win) {
     data_ = base;
+    size_ = bytes;
     protect(PROT_READ);
   }
   // MPI_Win_free is collective over the node: a window dropped while an exception unwinds (a
@@ -84,8 +59,49 @@ class Window final : public NodeBuffer {
 }  // namespace
 
 std::shared_ptr<const NodeBuffer> node_shared_window(MPI_Comm node, size_t bytes, const std::function<void(void*)>& fill,
-                                                     const std::string& where) {
-  return std::make_shared<Window>(node, bytes, fill, where);
+                                                     const std::string& where, std::string* unavailable) {
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  uint64_t n = bytes;
+  check(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, node), "MPI_Bcast", where, bytes);
+  const auto size = static_cast<size_t>(n);
+  void* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  check(MPI_Win_allocate_shared(static_cast<MPI_Aint>(local == 0 ? size : 0), 1, MPI_INFO_NULL, node, &base, &win),
+        "MPI_Win_allocate_shared", where, size);
+  MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+  // Every rank, local rank 0 too, asks for local rank 0's segment: a window that is not a shared
+  // one (Open MPI with pml monitoring enabled, say, answers MPI_ERR_RMA_FLAVOR) fails alike on every
+  // rank of the node, which then free it together and report it.
+  MPI_Aint got = 0;
+  int unit = 0;
+  const int rc = MPI_Win_shared_query(win, 0, &got, &unit, &base);
+  if (rc != MPI_SUCCESS || static_cast<size_t>(got) < size) {
+    MPI_Win_free(&win);
+    std::string why = "MPI_Win_shared_query";
+    if (rc != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, msg, &len);
+      why += ": " + std::string(msg, static_cast<size_t>(len));
+    } else {
+      why += " gave " + std::to_string(got) + " bytes for " + std::to_string(size);
+    }
+    if (unavailable) {
+      *unavailable = "the MPI library gave no shared-memory window (" + why + ")";
+      return nullptr;
+    }
+    throw_error(ErrorKind::device, "node-shared memory of " + std::to_string(size) + " bytes on " + where + ": " + why);
+  }
+  if (local == 0) fill(base);
+  // Local rank 0's stores become visible to the node's other ranks: a memory barrier around
+  // the node barrier (the unified memory model of MPI-3 shared windows).
+  check(MPI_Win_lock_all(MPI_MODE_NOCHECK, win), "MPI_Win_lock_all", where, size);
+  MPI_Win_sync(win);
+  check(MPI_Barrier(node), "MPI_Barrier", where, size);
+  MPI_Win_sync(win);
+  check(MPI_Win_unlock_all(win), "MPI_Win_unlock_all", where, size);
+  return std::make_shared<Window>(win, base, size);
 }
 
 }  // namespace hpcnn::dist::detail

@@ -114,7 +114,24 @@ std::shared_ptr<const data::SampleSource> open_node_cached(const std::string& im
   if (h.status == 2)
     throw_error(static_cast<ErrorKind>(h.kind), leader ? text : text + "\n(decoded for node " + node + " by its local rank 0)");
   std::shared_ptr<const data::SampleSource> source;
-  if (h.status == 1) {
+  if (h.status == 0) {
+    const data::PackedLayout layout = h.layout;
+    std::string unavailable;
+    std::shared_ptr<const dist::NodeBuffer> block =
+        comm.node_shared(layout.bytes(), [&](void* dst) { data::pack_images(set, layout, dst); }, &unavailable);
+    if (block) {
+      set = data::ImageSet{};  // the node's one copy is the shared block now
+      source = std::make_shared<data::PackedSource>(layout, block->data(), block, text);
+      u.shared = true;
+      if (leader)
+        spdlog::info("{} data: {} samples from {}, decoded once on {} into {} of node-shared memory for its {} ranks", what,
+                     source->size(), source->origin(), node, mib(layout.bytes()), comm.local_size());
+    } else {
+      h.status = 1;  // the same on every rank of the node: the window failed alike on each
+      text = unavailable;
+    }
+  }
+  if (h.status == 1) {  // per-rank: local rank 0 keeps what it decoded, the others decode their own
     u.why = text;
     if (leader) {
       spdlog::warn("{} data: node cache off on {}: {}; each of its {} ranks decodes its own copy", what, node, text,
@@ -124,16 +141,6 @@ std::shared_ptr<const data::SampleSource> open_node_cached(const std::string& im
     } else {
       source = data::open_configured(images, labels, config.cache, what);
     }
-  } else {
-    const data::PackedLayout layout = h.layout;
-    std::shared_ptr<const dist::NodeBuffer> block =
-        comm.node_shared(layout.bytes(), [&](void* dst) { data::pack_images(set, layout, dst); });
-    set = data::ImageSet{};  // the node's one copy is the shared block now
-    source = std::make_shared<data::PackedSource>(layout, block->data(), block, text);
-    u.shared = true;
-    if (leader)
-      spdlog::info("{} data: {} samples from {}, decoded once on {} into {} of node-shared memory for its {} ranks", what,
-                   source->size(), source->origin(), node, mib(layout.bytes()), comm.local_size());
   }
   u.decode_cpu_seconds = cpu_seconds() - cpu0;
   if (use) *use = u;

@@ -9,7 +9,9 @@
 // Memory: when the decoded block does not fit (its size against the node's MemAvailable of
 // /proc/meminfo, read after the decode, and the free space of /dev/shm, where Open MPI keeps
 // shared windows), the node falls back to per-rank decoding with a warning naming the node and the
-// sizes. HPCNN_TEST_NODE_MEMORY=BYTES pretends both are BYTES (tests of the fall-back).
+// sizes; so does it, naming the reason, when the MPI library gives no shared window (Open MPI with
+// pml monitoring enabled answers MPI_ERR_RMA_FLAVOR). HPCNN_TEST_NODE_MEMORY=BYTES pretends both
+// are BYTES (tests of the fall-back).
 //
 // Collective over each node (every rank calls it with the same arguments, in the same order). A
 // decoding error on local rank 0 is thrown on every rank of the node (its kind and message: the

@@ -73,3 +73,23 @@ def test_bad_node_cache_value(tmp_path):
     cfg = config(tmp_path, data={"node_cache": "maybe"})
     p = dist_train("--config", cfg)
     assert p.returncode == 1 and "data.node_cache must be auto, on or off, got 'maybe'" in p.stderr, p.stderr
+
+
+def test_no_shared_window_falls_back(tmp_path):
+    """Open MPI with pml monitoring enabled gives windows that are not shared ones
+    (MPI_Win_shared_query: MPI_ERR_RMA_FLAVOR), on every rank of the node alike: the node decodes per
+    rank with a warning naming the reason, and trains what off trains (found by the two-host byte
+    counter tests, which run dist-train so)."""
+    runs = {}
+    for mode, extra in (("off", []), ("on", ["--mca", "pml_monitoring_enable", "1"])):
+        d = tmp_path / mode
+        d.mkdir()
+        cfg = config(d, epochs=1, final_polish_epochs=0, deterministic=True, max_steps_per_epoch=4, batch_size=16,
+                     data=dict(shards(d), node_cache=mode))
+        p = subprocess.run([*H.launch(2, *extra), H.tool("dist-train"), "--config", cfg], capture_output=True, text=True,
+                           timeout=300, env=dict(__import__("os").environ, OMP_NUM_THREADS="1"))
+        runs[mode] = (ok(p), weights(d / "trained.onnx"), p.stderr)
+    s, w, err = runs["on"]
+    assert "node cache off on" in err and "the MPI library gave no shared-memory window (MPI_Win_shared_query" in err, err
+    assert fields(s) == {"setting": "on", "nodes": 1, "nodes_shared": 0, "files_decoded_by_rank": [2, 2]}
+    assert all(np.array_equal(w[k], runs["off"][1][k]) for k in w)
