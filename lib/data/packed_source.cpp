@@ -58,7 +58,8 @@ void PackedSource::read(int64_t index, void* pixels, int32_t* label) const {
   std::memcpy(pixels, base_ + static_cast<size_t>(index) * n, n);
   if (label) {
     *label = -1;
-    if (labeled_) std::memcpy(label, base_ + layout_.labels_offset() + static_cast<size_t>(index) * sizeof(int32_t), sizeof(int32_t));
+    if (labeled_)
+      std::memcpy(label, base_ + layout_.labels_offset() + static_cast<size_t>(index) * sizeof(int32_t), sizeof(int32_t));
   }
 }
 

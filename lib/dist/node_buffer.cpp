@@ -1,8 +1,9 @@
 // The node-local collectives of a node of one rank: a broadcast to nobody, and ordinary memory.
+#include "dist/node_buffer.h"
+
 #include <vector>
 
 #include "dist/communicator.h"
-#include "dist/node_buffer.h"
 
 namespace hpcnn::dist {
 
@@ -23,8 +24,7 @@ class OwnBuffer final : public NodeBuffer {
 
 void Communicator::node_broadcast(void*, size_t) {}
 
-std::shared_ptr<const NodeBuffer> Communicator::node_shared(size_t bytes, const std::function<void(void*)>& fill,
-                                                           std::string*) {
+std::shared_ptr<const NodeBuffer> Communicator::node_shared(size_t bytes, const std::function<void(void*)>& fill, std::string*) {
   auto b = std::make_shared<OwnBuffer>(bytes);
   fill(b->writable());
   return b;

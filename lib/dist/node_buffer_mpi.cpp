@@ -3,6 +3,8 @@
 // (osc_sm_backing_directory), unlinked as soon as the node's ranks have mapped it: /proc/PID/maps
 // shows it "(deleted)"), so no block outlives its job, even one killed, and no later job can find
 // a stale one.
+#include "dist/node_buffer_mpi.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <exception>
 
 #include "core/error.h"
-#include "dist/node_buffer_mpi.h"
 
 namespace hpcnn::dist::detail {
 

@@ -117,8 +117,8 @@ std::shared_ptr<const data::SampleSource> open_node_cached(const std::string& im
   if (h.status == 0) {
     const data::PackedLayout layout = h.layout;
     std::string unavailable;
-    std::shared_ptr<const dist::NodeBuffer> block =
-        comm.node_shared(layout.bytes(), [&](void* dst) { data::pack_images(set, layout, dst); }, &unavailable);
+    std::shared_ptr<const dist::NodeBuffer> block = comm.node_shared(
+        layout.bytes(), [&](void* dst) { data::pack_images(set, layout, dst); }, &unavailable);
     if (block) {
       set = data::ImageSet{};  // the node's one copy is the shared block now
       source = std::make_shared<data::PackedSource>(layout, block->data(), block, text);

@@ -28,8 +28,8 @@
 namespace hpcnn::measure {
 
 struct NodeCacheUse {
-  bool shared = false;  // this node reads the set from its node-shared block
-  std::string why;      // for the log: why not (off, one rank, no room ...)
+  bool shared = false;            // this node reads the set from its node-shared block
+  std::string why;                // for the log: why not (off, one rank, no room ...)
   double decode_cpu_seconds = 0;  // process CPU time (all threads) this rank spent opening the set:
                                   // reading, decoding and (node cache) copying it to the shared block
 };

@@ -68,10 +68,10 @@ TEST_CASE("a packed data set reads back as the ImageSet it was packed from", "[d
     int64_t targets;
   };
   const Case cases[] = {
-      {13, {1, 3, 5, PixelType::u8}, true, 0},                   // odd pixel bytes: labels need padding to 8
-      {6, {4, 3, 3, PixelType::i16, 3, 3}, false, 4},            // CosmoFlow-like volumes with targets
-      {5, {3, 2, 3, PixelType::f32}, false, 0},                   // neither labels nor targets
-      {0, {1, 2, 2, PixelType::u8}, true, 0},                     // empty
+      {13, {1, 3, 5, PixelType::u8}, true, 0},         // odd pixel bytes: labels need padding to 8
+      {6, {4, 3, 3, PixelType::i16, 3, 3}, false, 4},  // CosmoFlow-like volumes with targets
+      {5, {3, 2, 3, PixelType::f32}, false, 0},        // neither labels nor targets
+      {0, {1, 2, 2, PixelType::u8}, true, 0},          // empty
   };
   for (const Case& c : cases) {
     ImageSet set = random_set(c.n, c.info, c.labels, c.targets, static_cast<unsigned>(c.n));
