@@ -33,6 +33,8 @@ DataSections parse_data_sections(const nlohmann::json& config) {
   DataSections s{config.at("data").get<DataConfig>(), a.get<Augmentation>()};
   need(s.data.prefetch >= 1, "data.prefetch must be >= 1");
   need(s.data.validation_samples >= 0, "data.validation_samples must be >= 0");
+  need(s.data.node_cache == "auto" || s.data.node_cache == "on" || s.data.node_cache == "off",
+       "data.node_cache must be auto, on or off, got '" + s.data.node_cache + "'");
   need(s.augmentation.crop_padding >= 0, "augmentation.crop_padding must be >= 0");
   validate_augment(s.augmentation);  // ranges, and crop_padding with a resized crop
   need(!s.augmentation.mean.empty() && s.augmentation.mean.size() == s.augmentation.std.size(),

@@ -22,11 +22,14 @@ struct DataConfig {
   bool cache = true;                                                 // keep decoded samples in memory
   int prefetch = 4;                                                  // batches queued by the loader thread
   int64_t validation_samples = 0;  // the last N training samples form the validation split (not trained on)
+  // dist-train with cache: decode once per node into memory the node's ranks share (measure/node_cache.h):
+  // "on", "off", or "auto" (on when the node runs more than one rank).
+  std::string node_cache = "auto";
 };
 
 // JSON <-> struct, key for key (the sections' defaults: nlohmann::json(DataConfig{}), nlohmann::json(Augmentation{})).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataConfig, train_images, train_labels, test_images, test_labels, cache, prefetch,
-                                   validation_samples)
+                                   validation_samples, node_cache)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Augmentation, crop_padding, resized_crop_scale, resized_crop_ratio, horizontal_flip,
                                    erasing_probability, erasing_scale, erasing_ratio, mean, std, log1p, random_flips_3d,
                                    random_axis_permutation)
@@ -42,7 +45,7 @@ nlohmann::json data_sections_schema();
 
 // The sections of `config`, a configuration already merged into a schema that contains
 // data_sections_schema() (core/json_config.h), checked: ErrorKind::usage naming the key for
-// data.prefetch < 1, data.validation_samples < 0, a range key that is not [min, max] (two
+// data.prefetch < 1, data.validation_samples < 0, data.node_cache not auto/on/off, a range key that is not [min, max] (two
 // numbers), an augmentation the loader refuses (data/augment.h: validate_augment), mean and std of
 // different lengths or a std value <= 0.
 DataSections parse_data_sections(const nlohmann::json& config);

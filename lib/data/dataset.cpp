@@ -136,8 +136,10 @@ ImageSet images_from_cifar(const FileBytes& fb) {
 
 }  // namespace
 
-std::vector<int32_t> load_labels(const std::string& labels_path, int decode_threads) {
-  FileBytes fb = read_file_decoded(labels_path, decode_threads);
+namespace {
+
+// The class labels of a decoded labels file (IDX 0x00000801 or a 1-D integer .npy).
+std::vector<int32_t> labels_of(const FileBytes& fb, const std::string& labels_path) {
   switch (format_of(fb)) {
     case DataFormat::idx: {
       const IdxHeader h = parse_idx_labels_header(fb.bytes.data(), fb.bytes.size(), fb.bytes.size(), fb.origin);
@@ -153,8 +155,14 @@ std::vector<int32_t> load_labels(const std::string& labels_path, int decode_thre
   return {};
 }
 
+}  // namespace
+
+std::vector<int32_t> load_labels(const std::string& labels_path, int decode_threads) {
+  return labels_of(read_file_decoded(labels_path, decode_threads), labels_path);
+}
+
 Annotations load_annotations(const std::string& path, int decode_threads) {
-  FileBytes fb = read_file_decoded(path, decode_threads);
+  FileBytes fb = read_file_decoded(path, decode_threads);  // read and decoded once, whatever it holds
   if (format_of(fb) == DataFormat::npy) {  // parsed once: float arrays are targets, integer ones labels
     const NpyArray a = parse_npy(fb.bytes, fb.origin);
     if (a.dtype == "<f4" || a.dtype == "<f8") {
@@ -163,7 +171,7 @@ Annotations load_annotations(const std::string& path, int decode_threads) {
     }
     return {npy_to_labels(a), {}, 0};
   }
-  return {load_labels(path, decode_threads), {}, 0};
+  return {labels_of(fb, path), {}, 0};
 }
 
 Annotations load_annotations(const std::string& path, const std::string& images_path, int64_t count, int decode_threads) {

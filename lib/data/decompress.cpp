@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -117,6 +118,12 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> data, const std::string& or
       origin);
 }
 
+namespace {
+std::atomic<uint64_t> g_decoded{0};
+}  // namespace
+
+uint64_t compressed_files_decoded() { return g_decoded.load(std::memory_order_relaxed); }
+
 FileBytes read_file_decoded(const std::string& path, int threads) {
   FileBytes fb;
   fb.path = path;
@@ -132,6 +139,7 @@ FileBytes read_file_decoded(const std::string& path, int threads) {
   }
   fb.layers.push_back(outer);
   fb.name = strip_suffix(fb.name, outer);
+  g_decoded.fetch_add(1, std::memory_order_relaxed);
   if (outer == Compression::gzip) {
     uint64_t pos = 0;
     fb.bytes = inflate_gzip(

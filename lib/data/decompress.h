@@ -40,6 +40,11 @@ struct FileBytes {
 // (0: all cores).
 FileBytes read_file_decoded(const std::string& path, int threads = 0);
 
+// Compressed files this process has decoded by read_file_decoded (each call that undid at least
+// one layer counts once): dist-train reports it per rank, so that a node-local cache's one decode
+// per node can be told from one per rank (measure/node_cache.h). Thread-safe.
+uint64_t compressed_files_decoded();
+
 // Gunzips an in-memory gzip stream (one or more members). `origin` names it in errors.
 std::vector<uint8_t> gunzip(std::span<const uint8_t> data, const std::string& origin);
 

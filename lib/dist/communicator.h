@@ -9,11 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace hpcnn::dist {
+
+class NodeBuffer;  // dist/node_buffer.h
 
 class Communicator {
  public:
@@ -50,6 +53,19 @@ class Communicator {
   // (spatial/group.h) between the consecutive ranks of a group.
   virtual void sendrecv(const float* send, size_t n_send, int dest, float* recv, size_t n_recv, int source) = 0;
   virtual void barrier() = 0;
+  // Node-local collectives (every rank of the node calls them, in the same order; the nodes
+  // independently of each other). node_broadcast: `bytes` bytes from the node's local rank 0 to the
+  // node's other ranks. node_shared: a block of memory that the node's ranks share (MPI-3:
+  // MPI_Win_allocate_shared on the node communicator, freed with the window, so never outliving the
+  // job), of the size local rank 0 gives (the others' `bytes` is ignored); local rank 0 writes it
+  // through `fill` (called on local rank 0 only), then every rank of the node gets it read-only
+  // (dist/node_buffer.h). When the MPI library gives no shared window (every rank of the node
+  // alike): nullptr with the reason in *unavailable (fill not called), or ErrorKind::device when
+  // `unavailable` is null. The defaults are for a node of one rank (ordinary memory); a failed
+  // allocation throws ErrorKind::device naming the size, node and rank.
+  virtual void node_broadcast(void* data, size_t bytes);
+  virtual std::shared_ptr<const NodeBuffer> node_shared(size_t bytes, const std::function<void(void*)>& fill,
+                                                        std::string* unavailable = nullptr);
   // Ends every rank of the job at once (MPI_Abort) with exit status `code`.
   [[noreturn]] virtual void abort(int code) = 0;
 };

@@ -2,6 +2,7 @@
 // at most 2^30 elements (MPI counts are int). The hierarchical allreduce (dist/hierarchical.h)
 // runs on the node communicator and a cross communicator, both made here at start.
 #include <mpi.h>
+#include <time.h>
 
 #include <algorithm>
 #include <climits>
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/hierarchical_mpi.h"
+#include "dist/node_buffer_mpi.h"
 
 namespace hpcnn::dist {
 
@@ -120,6 +122,27 @@ class Mpi final : public Communicator {
           "MPI_Sendrecv", rank_);
   }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", rank_); }
+  // Waits without spinning (MPI_Ibcast, tested every millisecond): the node's other ranks wait here
+  // while its local rank 0 decodes, and leave the node's cores to the decoder's threads.
+  void node_broadcast(void* data, size_t bytes) override {
+    constexpr size_t piece = size_t{1} << 30;
+    char* p = static_cast<char*>(data);
+    for (size_t off = 0; off < bytes; off += piece) {
+      MPI_Request req = MPI_REQUEST_NULL;
+      check(MPI_Ibcast(p + off, static_cast<int>(std::min(piece, bytes - off)), MPI_BYTE, 0, node_, &req), "MPI_Ibcast (node)",
+            rank_);
+      for (int done = 0;;) {
+        check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test (node broadcast)", rank_);
+        if (done) break;
+        const timespec ms{0, 1000000};
+        ::nanosleep(&ms, nullptr);
+      }
+    }
+  }
+  std::shared_ptr<const NodeBuffer> node_shared(size_t bytes, const std::function<void(void*)>& fill,
+                                                std::string* unavailable) override {
+    return detail::node_shared_window(node_, bytes, fill, "rank " + std::to_string(rank_) + " on " + host_, unavailable);
+  }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include <fmt/ranges.h>
 
@@ -18,6 +19,7 @@
 #include "core/log.h"
 #include "core/threads.h"
 #include "core/xxhash.h"
+#include "data/decompress.h"
 #include "data/epoch_plan.h"
 #include "data/loader.h"
 #include "data/source.h"
@@ -37,6 +39,7 @@
 #include "train/batchnorm_sync.h"
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
+#include "measure/node_cache.h"
 #include "train/optimizer.h"
 #include "spatial/group.h"
 #include "train/parameter_memory.h"
@@ -305,7 +308,11 @@ class Trainer {
   }
 
   void open_data() {
-    train_src_ = data::open_configured(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data.cache, "train");
+    train_src_ =
+        measure::open_node_cached(cfg_.data.train_images, cfg_.data.train_labels, cfg_.data, comm_, "train", &node_cache_);
+    spdlog::info("data.node_cache {}: {}", cfg_.data.node_cache,
+                 node_cache_.shared ? "the training data are decoded once per node and read from node-shared memory"
+                                    : "every rank decodes its own copy (" + node_cache_.why + ")");
     measure::check_input_shape(loaded_.proto, cfg_.model, *train_src_);
     check_task(*train_src_, "data.train_labels");
     if (cfg_.data.validation_samples > 0) {
@@ -316,7 +323,7 @@ class Trainer {
                    train_src_->size() + validation_src_->size());
     }
     if (!cfg_.data.test_images.empty()) {
-      test_src_ = data::open_configured(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data.cache, "test");
+      test_src_ = measure::open_node_cached(cfg_.data.test_images, cfg_.data.test_labels, cfg_.data, comm_, "test");
       measure::check_input_shape(loaded_.proto, cfg_.model, *test_src_);
       check_task(*test_src_, "data.test_labels");
     }
@@ -606,6 +613,15 @@ class Trainer {
     summary["train_file_bytes_read"] = train_src_->bytes_read();
     for (const char* k : {"halo_bytes_per_step", "halo_seconds_per_step", "step_seconds"})
       if (last_.contains(k)) summary[k] = last_[k];
+    // The node-local data cache (measure/node_cache.h): the nodes that read the training data from
+    // their node-shared copy, and the compressed files each rank decoded (one rank per node with it).
+    const std::vector<uint64_t> cached = comm_.allgather(node_cache_.shared && comm_.local_rank() == 0 ? 1 : 0);
+    summary["node_cache"] = {{"setting", cfg_.data.node_cache},
+                             {"nodes", comm_.node_count()},
+                             {"nodes_shared", std::accumulate(cached.begin(), cached.end(), uint64_t{0})},
+                             {"files_decoded_by_rank", comm_.allgather(data::compressed_files_decoded())},
+                             {"train_open_cpu_ms_by_rank",
+                              comm_.allgather(static_cast<uint64_t>(node_cache_.decode_cpu_seconds * 1e3))}};
     for (const char* k : {"train_loss", "train_accuracy", "train_mae", "validation_loss", "validation_accuracy", "validation_mse",
                           "validation_mae", "validation_mae_per_target", "test_loss", "test_accuracy", "test_top5", "test_mse",
                           "test_mae", "test_mae_per_target"})
@@ -636,6 +652,7 @@ class Trainer {
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<Optimizer> optimizer_;
+  measure::NodeCacheUse node_cache_;  // of the training data
   std::shared_ptr<const data::SampleSource> train_src_, validation_src_, test_src_;
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0, global_batch_ = 0;

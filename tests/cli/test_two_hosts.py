@@ -411,3 +411,80 @@ def test_hierarchical_allreduce_inter_host_bytes_do_not_depend_on_placement(bed,
         worst = max(float(np.max(np.abs(wh[k] - w))) / (float(np.max(np.abs(w))) or 1.0) for k, w in wf.items())
         print(f"{placement}: hierarchical vs flat after 8 steps: max |diff| / max |w| = {worst:.3g}")
         assert worst <= 1e-5, (placement, worst)
+
+
+def huf_shards(d, n=512):
+    """The first n Fashion-MNIST training images and labels as huffgpu shards (huffgpu-encode)."""
+    d.mkdir(exist_ok=True)
+    raw = small_idx(d, n)
+    for f in (raw["train_images"], raw["train_labels"]):
+        H.run("huffgpu-encode", "-q", "-f", f)
+    return dict(raw, train_images=raw["train_images"] + ".huf", train_labels=raw["train_labels"] + ".huf")
+
+
+def test_node_cache_decodes_once_per_node_and_trains_the_same_weights(bed, tmp_path):
+    """data.node_cache (lib/train/node_cache.h) on 2 hosts x 2 ranks, huffgpu shards: with it on, each
+    host's local rank 0 (ranks 0 and 2) decodes the two shards into an MPI shared window and its other
+    rank decodes nothing; with it off every rank decodes both (the summary's files_decoded_by_rank,
+    counted where the files are decoded, data/decompress.h). The weights are bitwise those of the run
+    with it off (the same bytes reach the loader), and those of the single-process-per-rank path's
+    reference (off) are also those of 4 ranks on one host reading raw IDX (test above). The fall-back
+    (HPCNN_TEST_NODE_MEMORY: the node's memory pretended 1000 bytes) warns on each host naming the
+    sizes, decodes per rank and trains the same weights. A corrupt or truncated shard with the cache
+    on ends the job non-zero on every rank within the timeout, naming the file, with no model written."""
+    runs = {}
+    subprocess.run(bed_cmd(bed, "up"), check=True)
+    try:
+        def train(name, mode, *mpirun_args):
+            d = tmp_path / name
+            cfg = train_config(d, data=dict(huf_shards(d), node_cache=mode))
+            p = subprocess.run(bed_cmd(bed, "exec", "head", *mpirun(*mpirun_args, H.tool("dist-train"), "--config", cfg)),
+                               capture_output=True, text=True, timeout=300, env=env())
+            runs[name] = dict(p=p, dir=d)
+            return p
+        for mode in ("on", "off", "auto"):
+            train(mode, mode)
+        train("fallback", "on", "-x", "HPCNN_TEST_NODE_MEMORY=1000")
+        for kind in ("corrupt", "truncated"):
+            d = tmp_path / kind
+            shards = huf_shards(d)
+            b = bytearray(Path(shards["train_images"]).read_bytes())
+            if kind == "corrupt":
+                b[len(b) // 2] ^= 0x55
+            else:
+                del b[len(b) // 2:]
+            Path(shards["train_images"]).write_bytes(bytes(b))
+            cfg = train_config(d, data=dict(shards, node_cache="on"))
+            t0 = time.monotonic()
+            p = subprocess.run(bed_cmd(bed, "exec", "head", *mpirun(H.tool("dist-train"), "--config", cfg)),
+                               capture_output=True, text=True, timeout=120, env=env())
+            runs[kind] = dict(p=p, dir=d, seconds=time.monotonic() - t0)
+    finally:
+        subprocess.run(bed_cmd(bed, "down"), check=True)
+
+    s = {k: ok(runs[k]["p"]) for k in ("on", "off", "auto", "fallback")}
+    for k, v in s.items():
+        print(k, v["node_cache"])
+        v["node_cache"].pop("train_open_cpu_ms_by_rank")
+    assert s["on"]["node_cache"] == {"setting": "on", "nodes": 2, "nodes_shared": 2, "files_decoded_by_rank": [2, 0, 2, 0]}
+    assert s["auto"]["node_cache"] == {"setting": "auto", "nodes": 2, "nodes_shared": 2, "files_decoded_by_rank": [2, 0, 2, 0]}
+    assert s["off"]["node_cache"] == {"setting": "off", "nodes": 2, "nodes_shared": 0, "files_decoded_by_rank": [2, 2, 2, 2]}
+    assert s["fallback"]["node_cache"] == {"setting": "on", "nodes": 2, "nodes_shared": 0,
+                                           "files_decoded_by_rank": [2, 2, 2, 2]}
+    assert "data.node_cache on: the training data are decoded once per node" in runs["on"]["p"].stderr
+    assert "data.node_cache off: every rank decodes its own copy (data.node_cache is off)" in runs["off"]["p"].stderr
+    warned = re.findall(r"node cache off on (node[ab]): the decoded data \(0\.4 MiB\) exceed the node's MemAvailable "
+                        r"\(0\.0 MiB\) and exceed the free space of /dev/shm \(0\.0 MiB\)", runs["fallback"]["p"].stderr)
+    assert sorted(warned) == ["nodea", "nodeb"], runs["fallback"]["p"].stderr  # one warning per host (warnings show on every rank)
+    ref = weights(tmp_path / "off" / "trained.onnx")
+    for k in ("on", "auto", "fallback"):
+        w = weights(runs[k]["dir"] / "trained.onnx")
+        assert w.keys() == ref.keys() and all(np.array_equal(w[n], ref[n]) for n in ref), k
+        assert s[k]["train_loss"] == s["off"]["train_loss"] and s[k]["train_accuracy"] == s["off"]["train_accuracy"], k
+    assert any(not np.array_equal(weights(tmp_path / "off" / "tiny.onnx")[n], ref[n]) for n in ref)  # it trained
+    for kind in ("corrupt", "truncated"):
+        p = runs[kind]["p"]
+        print(f"{kind} shard: exit {p.returncode} after {runs[kind]['seconds']:.1f} s")
+        assert p.returncode != 0 and "img.idx.huf" in p.stderr, (kind, p.stderr)
+        assert "dist-train: error" in p.stderr, p.stderr
+        assert not (runs[kind]["dir"] / "trained.onnx").exists() and not (runs[kind]["dir"] / "ckpt").exists()

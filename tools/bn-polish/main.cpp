@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
         po.normalise.log1p = td.augmentation.log1p;
         po.slabs = spatial;
         const hpcnn::bn::PolishResult r =
-            hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td), po, *comm);
+            hpcnn::bn::polish_batchnorm(m.proto, model, hpcnn::tool::open_training_data(td, comm.get()), po, *comm);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (r.layers.empty() && comm->rank() == 0)
           spdlog::warn(

@@ -3,6 +3,7 @@
 #include "common/numbers.h"
 #include "core/error.h"
 #include "data/config.h"
+#include "measure/node_cache.h"
 
 namespace hpcnn::tool {
 
@@ -49,7 +50,11 @@ TrainingData resolve_data_options(const DataOptions& o) {
   return d;
 }
 
-std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& d) {
+std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& d, dist::Communicator* comm) {
+  if (comm) {
+    auto all = measure::open_node_cached(d.data.train_images, d.data.train_labels, d.data, *comm, "train");
+    return d.data.validation_samples > 0 ? data::split_validation(all, d.data.validation_samples).first : all;
+  }
   data::DataFiles files;
   files.images = {d.data.train_images};
   if (!d.data.train_labels.empty()) files.labels = {d.data.train_labels};

@@ -21,6 +21,7 @@
 
 #include "data/config.h"
 #include "data/source.h"
+#include "dist/communicator.h"
 #include "measure/sensitivity.h"
 
 namespace hpcnn::tool {
@@ -45,8 +46,10 @@ TrainingData resolve_data_options(const DataOptions& options);
 
 // The samples of data.train_* (data/source.h: without the held-out validation split), and the
 // batches a tool reads from them: the first `batches` x `batch_size`, normalised with
-// augmentation.mean/std (measure/sensitivity.h).
-std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& data);
+// augmentation.mean/std (measure/sensitivity.h). With `comm` (a tool under mpirun: bn-polish), the
+// samples are decoded once per node as data.node_cache says (measure/node_cache.h; collective over
+// each node).
+std::shared_ptr<const data::SampleSource> open_training_data(const TrainingData& data, dist::Communicator* comm = nullptr);
 measure::SensitivityOptions first_batches_options(const TrainingData& data, int64_t batches, int64_t batch_size);
 
 }  // namespace hpcnn::tool
