@@ -18,6 +18,15 @@ namespace hpcnn::dist {
 
 class NodeBuffer;  // dist/node_buffer.h
 
+// A non-blocking point-to-point operation in flight (isend / irecv). wait() blocks until it is
+// complete (the buffer may then be reused or read); destroying a request that was not waited for
+// releases it without waiting (only on error paths: the buffer must outlive the transfer).
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -52,6 +61,17 @@ class Communicator {
   // `source` (-1: no send, or no receive). The spatial split's halo exchange and slab allgather
   // (spatial/group.h) between the consecutive ranks of a group.
   virtual void sendrecv(const float* send, size_t n_send, int dest, float* recv, size_t n_recv, int source) = 0;
+  // Non-blocking point to point (MPI_Isend / MPI_Irecv): `count` floats to or from rank `peer`
+  // of this communicator, matched by `tag` (0 <= tag < 32768, MPI's guaranteed minimum of
+  // MPI_TAG_UB; the pipeline uses the micro-batch and the direction). The buffer must stay alive
+  // and untouched until wait() returns. The pipeline's stage-to-stage activations and gradients
+  // (train/pipeline_schedule.h). A world of one has no peer: ErrorKind::usage.
+  virtual std::unique_ptr<Request> isend(const float* data, size_t count, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> irecv(float* data, size_t count, int peer, int tag) = 0;
+  // MPI_Comm_split: the ranks that pass the same `color` (>= 0) form one new communicator, ordered
+  // by `key` (then by rank here). Collective over this communicator. The pipeline's replicas of a
+  // stage allreduce their gradients in one (train/gradient_exchange.h).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   virtual void barrier() = 0;
   // Node-local collectives (every rank of the node calls them, in the same order; the nodes
   // independently of each other). node_broadcast: `bytes` bytes from the node's local rank 0 to the

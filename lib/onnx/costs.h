@@ -30,4 +30,9 @@ Costs count_costs(const GraphView& view, const ShapeMap& shapes,
 // The model as it is.
 Costs count_costs(const GraphView& view, const ShapeMap& shapes);
 
+// The multiply-accumulates of node `n` alone (count_costs' macs, node by node: Conv, Gemm and
+// MatMul with a constant weight; 0 for every other node). The pipeline split balances its stages
+// with it (nn/pipeline.h).
+int64_t node_macs(const GraphView& view, const ShapeMap& shapes, int n);
+
 }  // namespace hpcnn::onnxu

@@ -57,6 +57,10 @@ void visit_keys(Config& c, Visit&& visit) {
   visit("/mask", c.mask);
   visit("/exchange/algorithm", c.exchange_algorithm);
   visit("/parallel/spatial", c.spatial);
+  visit("/parallel/pipeline", c.pipeline);
+  visit("/parallel/micro_batches", c.micro_batches);
+  visit("/parallel/pipeline_schedule", c.pipeline_schedule);
+  visit("/parallel/pipeline_cuts", c.pipeline_cuts);
   visit("/max_steps_per_epoch", c.max_steps_per_epoch);
 }
 
@@ -154,6 +158,25 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
   }
   need(c.threads >= 0, "threads must be >= 0");
   need(c.spatial >= 1, "parallel.spatial must be >= 1 (1: no spatial split)");
+  need(c.pipeline >= 1, "parallel.pipeline must be >= 1 (1: no pipeline)");
+  need(c.micro_batches >= 1, "parallel.micro_batches must be >= 1");
+  need(c.pipeline_schedule == "gpipe" || c.pipeline_schedule == "1f1b",
+       "parallel.pipeline_schedule '" + c.pipeline_schedule + "' is not one of: gpipe, 1f1b");
+  if (c.pipeline > 1) {
+    need(c.micro_batches >= c.pipeline,
+         "parallel.micro_batches " + std::to_string(c.micro_batches) + " is smaller than the " + std::to_string(c.pipeline) +
+             " pipeline stages (m >= P: otherwise a stage idles for whole micro-batches)");
+    need(c.batch_size % c.micro_batches == 0, "batch_size " + std::to_string(c.batch_size) + " is not divisible by parallel.micro_batches " +
+                                                  std::to_string(c.micro_batches) + " (each micro-batch has batch_size / micro_batches samples)");
+    need(c.spatial == 1, "parallel.pipeline and parallel.spatial do not combine yet (set one of them to 1)");
+    need(c.accumulation_steps == 1,
+         "accumulation_steps with parallel.pipeline: the micro-batches are the accumulation (set accumulation_steps to 1)");
+    need(c.checkpoint.empty(), "checkpoint.path with parallel.pipeline: checkpoints of a pipeline run are not built yet "
+                               "(set checkpoint.path to \"\")");
+  }
+  need(c.pipeline_cuts.empty() || static_cast<int>(c.pipeline_cuts.size()) == c.pipeline - 1,
+       "parallel.pipeline_cuts names " + std::to_string(c.pipeline_cuts.size()) + " tensor(s); parallel.pipeline " +
+           std::to_string(c.pipeline) + " needs " + std::to_string(c.pipeline - 1) + " (or none: cuts balanced by MACs)");
   need(c.max_steps_per_epoch >= 0, "max_steps_per_epoch must be >= 0");
   need(c.exchange_algorithm == "flat" || c.exchange_algorithm == "hierarchical" || c.exchange_algorithm == "auto",
        "exchange.algorithm '" + c.exchange_algorithm + "' is not one of: flat, hierarchical, auto");

@@ -44,6 +44,15 @@ struct TrainConfig {
   // ranks share each sample, one depth slab per rank; 1: plain data parallelism. Global batch:
   // batch_size x ranks / S.
   int spatial = 1;
+  // Pipeline (inter-layer) parallelism (nn/pipeline.h, train/pipeline_schedule.h): the graph cut
+  // into P stages; ranks = P x D, stage-major (rank = stage x D + replica); each replica's batch_size
+  // runs as `micro_batches` micro-batches of batch_size / micro_batches (GPipe or 1F1B order).
+  // Cuts balanced by MACs, or after the P - 1 tensors of `pipeline_cuts`. Global batch:
+  // batch_size x D. 1: no pipeline.
+  int pipeline = 1;
+  int micro_batches = 1;
+  std::string pipeline_schedule = "gpipe";  // gpipe | 1f1b
+  std::vector<std::string> pipeline_cuts;
   std::string mask;                   // ONNX model whose zero weights give the sparsity mask
   int64_t max_steps_per_epoch = 0;    // 0: all (a limit for smoke tests)
   nlohmann::json merged;              // the merged configuration, as --print-config shows it

@@ -28,6 +28,7 @@
 #include "nn/evaluate.h"
 #include "nn/loss.h"
 #include "nn/model.h"
+#include "nn/pipeline.h"
 #include "nn/proto_tensor.h"
 #include "nn/regression.h"
 #include "nn/spatial.h"
@@ -43,6 +44,7 @@
 #include "train/optimizer.h"
 #include "spatial/group.h"
 #include "train/parameter_memory.h"
+#include "train/pipeline_schedule.h"
 
 namespace hpcnn::train {
 
@@ -175,8 +177,10 @@ class Trainer {
         world_(comm.size()),
         S_(cfg.spatial),
         slab_(comm.rank() % cfg.spatial),
-        replica_(comm.rank() / cfg.spatial),
-        replicas_(comm.size() / cfg.spatial),
+        P_(cfg.pipeline),
+        micro_(cfg.pipeline > 1 ? cfg.micro_batches : 1),
+        replica_(cfg.pipeline > 1 ? comm.rank() % std::max(1, comm.size() / cfg.pipeline) : comm.rank() / cfg.spatial),
+        replicas_(comm.size() / (cfg.spatial * cfg.pipeline)),
         fault_(read_fault()) {}
 
   json run() {
@@ -233,6 +237,7 @@ class Trainer {
       loaded_.proto = ckpt_.model;
     }
     nn::ModelOptions mo{false, static_cast<unsigned>(cfg_.seed)};
+    if (P_ > 1) load_pipeline_stage(mo);
     if (S_ > 1) {
       // Spatial split (nn/spatial.h): this rank runs slab rank mod S of replica rank / S.
       group_ = std::make_unique<spatial::SpatialGroup>(comm_, S_);
@@ -245,13 +250,17 @@ class Trainer {
                    S_, replicas_, S_, split_.input_depth / S_, split_.input_depth, halos,
                    fmt::join(split_.gathered, ", "), split_.halo_bytes_per_sample());
     }
-    model_ = std::make_unique<nn::Model>(S_ > 1 ? split_.model : loaded_.proto, cfg_.model, mo);
-    if (model_->input_names().size() != 1 || model_->output_names().empty())
+    model_ = std::make_unique<nn::Model>(S_ > 1 ? split_.model : P_ > 1 ? pipe_split_.stages[static_cast<size_t>(pipe_->stage())].model
+                                                                         : loaded_.proto,
+                                         cfg_.model, mo);
+    if (pipe_) pipe_->set_model(*model_);
+    if (loaded_.proto.graph().output_size() == 0 || (!pipe_ && model_->input_names().size() != 1) ||
+        (pipe_ && pipe_split_.stages.front().inputs.size() != 1))
       throw_error(ErrorKind::unsupported, cfg_.model + ": dist-train needs a model with one input (images) and " +
                                               (regression() ? "its predictions" : "logits") + " as its first output");
     model_->set_batchnorm_statistics(nn::BatchNormStatistics::deferred);
-    broadcast_weights(*model_, comm_);
-    compare_checksums(*model_, comm_, "after the broadcast from rank 0");
+    broadcast_weights(*model_, stage_comm());
+    compare_checksums(*model_, stage_comm(), "after the broadcast from rank 0");
     spdlog::info("model {}: {}; {} parameters as every tool counts them (onnx/costs.h: the rest are other float constants)",
                  cfg_.model, model_->summary(),
                  onnxu::count_costs(onnxu::GraphView(loaded_.proto.graph()), onnxu::infer_shapes(loaded_.proto)).params);
@@ -287,7 +296,7 @@ class Trainer {
     } else {
       layout = parameter_layout(params, cfg_.sparse);
     }
-    exchange_ = std::make_unique<GradientExchange>(comm_, layout, Device::cpu(), cfg_.exchange_algorithm);
+    exchange_ = std::make_unique<GradientExchange>(stage_comm(), layout, Device::cpu(), cfg_.exchange_algorithm);
     optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, exchange_->layout(), exchange_->positions());
     spdlog::info("gradient exchange: {} ({} of {} values, {} bytes per step)", sparse() ? "sparse" : "dense",
                  exchange_->layout().total, exchange_->layout().full, exchange_->bytes_per_step());
@@ -329,7 +338,7 @@ class Trainer {
     }
     data::LoaderOptions lo;
     lo.mode = data::LoaderMode::train;
-    lo.batch_size = cfg_.batch_size;
+    lo.batch_size = cfg_.batch_size / micro_;  // pipeline: one micro-batch per loader batch
     lo.rank = replica_;  // the group's ranks read the same samples, each its slab
     lo.world_size = replicas_;
     lo.slab = slab_;
@@ -338,7 +347,7 @@ class Trainer {
     lo.prefetch = cfg_.data.prefetch;
     lo.augment = cfg_.augmentation;
     loader_ = std::make_unique<data::BatchLoader>(train_src_, lo);
-    steps_per_epoch_ = loader_->steps_per_epoch() / cfg_.accumulation_steps;
+    steps_per_epoch_ = loader_->steps_per_epoch() / (cfg_.accumulation_steps * micro_);
     if (cfg_.max_steps_per_epoch > 0) steps_per_epoch_ = std::min(steps_per_epoch_, cfg_.max_steps_per_epoch);
     if (steps_per_epoch_ < 1)
       throw_error(ErrorKind::usage, "the training set (" + std::to_string(train_src_->size()) + " samples) is too small for " +
@@ -376,7 +385,7 @@ class Trainer {
     loader_->set_augment(!sums.polish);
     loader_->start_epoch(epoch);
     const int64_t first = epoch == start_epoch_ ? start_step_ : 0;
-    for (int64_t i = 0; i < first * cfg_.accumulation_steps; ++i) loader_->next_batch();  // already trained
+    for (int64_t i = 0; i < first * cfg_.accumulation_steps * micro_; ++i) loader_->next_batch();  // already trained
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t halo_bytes0 = group_ ? group_->halo_bytes_sent() : 0;
     const double halo_seconds0 = group_ ? group_->halo_seconds() : 0.0;
@@ -407,6 +416,7 @@ class Trainer {
   // One optimizer step: the micro-batches' forward and backward (gradients summed), the
   // exchange, the update, and the BatchNormalization statistics of the global micro-batches.
   void train_step(int64_t epoch, int64_t step, EpochSums& sums) {
+    if (pipe_) return pipeline_step(epoch, step, sums);
     model_->zero_grad();
     for (int a = 0; a < cfg_.accumulation_steps; ++a) {
       auto batch = loader_->next_batch();
@@ -432,8 +442,133 @@ class Trainer {
     exchange_->exchange(model_->parameters(), cfg_.accumulation_steps);
     const double lr = cfg_.lr.at(epoch, step, steps_per_epoch_, cfg_.epochs, global_batch_);
     optimizer_->step(model_->parameters(), exchange_->fused(), static_cast<float>(lr));
-    sync_batchnorm();
+    sync_batchnorm(model_->take_batch_moments());
     ++global_step_;
+  }
+
+  // The pipeline's step (train/pipeline_schedule.h): this rank's stage runs the replica's
+  // micro-batches (one loader batch each) in the configured order; the last stage computes the
+  // loss and counts the samples (the other stages add zeros to the epoch's sums).
+  void pipeline_step(int64_t epoch, int64_t step, EpochSums& sums) {
+    model_->zero_grad();
+    std::vector<data::Batch> batches;
+    for (int j = 0; j < micro_; ++j) {
+      auto batch = loader_->next_batch();
+      if (!batch) throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loader ran out of batches");
+      batches.push_back(std::move(*batch));
+    }
+    PipelineRunner::StepIo io;
+    io.input = [&](int j) { return batches[static_cast<size_t>(j)].images; };
+    // The seeds of one process accumulating the micro-batches (Dropout masks match it where one
+    // stage holds every Dropout node: each stage draws from its own generator).
+    io.seed = [&](int j) {
+      return data::mix_seed(cfg_.seed, static_cast<uint64_t>(replica_), static_cast<uint64_t>(global_step_ * micro_ + j));
+    };
+    io.loss = [&](int j, const Tensor& output, Tensor& grad) {
+      const data::Batch& batch = batches[static_cast<size_t>(j)];
+      Tensor out = output;
+      inject_fault(out);
+      const double loss = regression() ? regression_loss(out, batch, sums, grad) : classification_loss(out, batch, sums, grad);
+      if (!std::isfinite(loss))
+        throw_error(ErrorKind::bad_input, "rank " + std::to_string(rank_) + ": the loss is " + std::to_string(loss) +
+                                              " at epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(step + 1) +
+                                              " (diverged: lower lr.base or check the data)");
+      const double n = static_cast<double>(batch.images.dim(0));
+      sums.loss += loss * n;
+      sums.count += n;
+      return loss;
+    };
+    auto moments = pipe_->step(micro_, cfg_.batch_size / micro_, io);
+    exchange_->exchange(model_->parameters(), micro_);
+    const double lr = cfg_.lr.at(epoch, step, steps_per_epoch_, cfg_.epochs, global_batch_);
+    optimizer_->step(model_->parameters(), exchange_->fused(), static_cast<float>(lr));
+    sync_batchnorm(std::move(moments));
+    ++global_step_;
+  }
+
+  // Pipeline: this rank's stage of the split (nn/pipeline.h), its replica group, and the model
+  // options of a stage (input gradients to send back, except on the first stage).
+  void load_pipeline_stage(nn::ModelOptions& mo) {
+    pipe_split_ = nn::split_pipeline(loaded_.proto, cfg_.model, P_, cfg_.pipeline_cuts);  // the model's errors first
+    if (world_ % P_ != 0)
+      throw_error(ErrorKind::usage, "parallel.pipeline " + std::to_string(P_) + " does not divide the " + std::to_string(world_) +
+                                        " ranks (ranks = stages x replicas, stage-major)");
+    pipe_ = std::make_unique<PipelineRunner>(comm_, pipe_split_, replicas_, cfg_.pipeline_schedule);
+    mo.input_grads = pipe_->stage() > 0;
+    uint64_t cut_bytes = 0;
+    for (size_t s = 0; s < pipe_split_.stages.size(); ++s) {
+      const nn::PipelineStage& st = pipe_split_.stages[s];
+      std::string crossing;
+      for (const auto& v : st.outputs) crossing += (crossing.empty() ? "" : ", ") + v.name;
+      spdlog::info("pipeline stage {}: {} node(s) {} .. {}, {} MACs per sample{}", s, st.nodes, st.first_node, st.last_node, st.macs,
+                   s + 1 < pipe_split_.stages.size()
+                       ? fmt::format("; sends {} ({} bytes per sample)", crossing, pipe_split_.cut_bytes_per_sample(s))
+                       : std::string());
+      if (s + 1 < pipe_split_.stages.size()) cut_bytes += pipe_split_.cut_bytes_per_sample(s);
+    }
+    // Closed form of the stage-to-stage traffic of one replica's step: every cut's values, for
+    // every sample of the batch, forward and (gradients) backward.
+    pipe_bytes_closed_form_ = 2 * cut_bytes * static_cast<uint64_t>(cfg_.batch_size);
+    spdlog::info("pipeline {} x {} replicas ({} schedule, cuts {}), {} micro-batches of {}; {} stage-to-stage bytes per replica "
+                 "and step (closed form); bubble (P-1)/(m+P-1) = {:.3f}",
+                 P_, replicas_, cfg_.pipeline_schedule, pipe_split_.named ? "named" : "balanced by MACs", micro_,
+                 cfg_.batch_size / micro_, pipe_bytes_closed_form_,
+                 static_cast<double>(P_ - 1) / static_cast<double>(micro_ + P_ - 1));
+  }
+
+  dist::Communicator& stage_comm() { return pipe_ ? pipe_->replicas_comm() : comm_; }
+
+  // The whole model with every stage's current weights, on every rank (evaluation and the output
+  // model): each parameter and buffer broadcast from the first replica of the stage that holds it.
+  nn::Model& whole_model() {
+    if (!pipe_) return *model_;
+    if (!whole_) whole_ = std::make_unique<nn::Model>(loaded_.proto, cfg_.model, nn::ModelOptions{false, static_cast<unsigned>(cfg_.seed)});
+    std::map<std::string, int> owner;
+    for (size_t s = 0; s < pipe_split_.stages.size(); ++s)
+      for (const auto& t : pipe_split_.stages[s].model.graph().initializer()) owner.emplace(t.name(), static_cast<int>(s));
+    std::map<std::string, Tensor*> mine;
+    for (auto& p : model_->parameters()) mine[p.name] = &p.value;
+    for (auto& b : model_->buffers()) mine[b.name] = &b.value;
+    auto share = [&](const std::string& name, Tensor& value) {
+      auto it = owner.find(name);
+      if (it == owner.end()) return;  // read by no node
+      const int root = it->second * replicas_;
+      if (rank_ == root) copy_into(*mine.at(name), value);
+      comm_.broadcast(value.data(), value.bytes(), root);
+    };
+    for (auto& p : whole_->parameters()) share(p.name, p.value);
+    for (auto& b : whole_->buffers()) share(b.name, b.value);
+    return *whole_;
+  }
+
+  // Per-stage pipeline figures of the epoch into the metrics line: stage-to-stage bytes per step
+  // (per replica, measured; and the closed form), each stage's idle fraction (the time it waited
+  // for a neighbour / its step time, mean over its replicas) against (P-1)/(m+P-1), recomputed
+  // forwards per step, and the largest stash of stage inputs.
+  void pipeline_metrics(json& m) {
+    const PipelineCounters& c = pipe_->counters();
+    const size_t P = static_cast<size_t>(P_);
+    std::vector<double> v(4 * P + 1, 0.0);
+    const size_t s = static_cast<size_t>(pipe_->stage());
+    const double steps = static_cast<double>(std::max<int64_t>(1, c.steps - pipe_steps_at_epoch_start_));
+    v[s] = (c.idle_seconds - pipe_idle_at_epoch_start_) / std::max(1e-12, c.step_seconds - pipe_step_seconds_at_epoch_start_) / replicas_;
+    v[P + s] = static_cast<double>(c.recomputed - pipe_recomputed_at_epoch_start_) / steps / replicas_;
+    v[2 * P + s] = static_cast<double>(c.peak_stashed_bytes) / replicas_;
+    v[3 * P + s] = (c.step_seconds - pipe_step_seconds_at_epoch_start_) / steps / replicas_;
+    v[4 * P] = static_cast<double>(c.bytes_sent - pipe_bytes_at_epoch_start_) / steps / replicas_;
+    comm_.allreduce_sum(v.data(), v.size());
+    pipe_bytes_at_epoch_start_ = c.bytes_sent;
+    pipe_idle_at_epoch_start_ = c.idle_seconds;
+    pipe_step_seconds_at_epoch_start_ = c.step_seconds;
+    pipe_recomputed_at_epoch_start_ = c.recomputed;
+    pipe_steps_at_epoch_start_ = c.steps;
+    m["pipeline_bytes_per_step"] = v[4 * P];
+    m["pipeline_bytes_per_step_closed_form"] = pipe_bytes_closed_form_;
+    m["pipeline_idle_fraction"] = std::vector<double>(v.begin(), v.begin() + static_cast<long>(P));
+    m["pipeline_bubble_closed_form"] = static_cast<double>(P_ - 1) / static_cast<double>(micro_ + P_ - 1);
+    m["pipeline_recomputed_per_step"] = std::vector<double>(v.begin() + static_cast<long>(P), v.begin() + static_cast<long>(2 * P));
+    m["pipeline_peak_stashed_bytes"] = std::vector<double>(v.begin() + static_cast<long>(2 * P), v.begin() + static_cast<long>(3 * P));
+    m["pipeline_step_seconds"] = std::vector<double>(v.begin() + static_cast<long>(3 * P), v.begin() + static_cast<long>(4 * P));
   }
 
   double classification_loss(const Tensor& logits, const data::Batch& batch, EpochSums& sums, Tensor& grad) const {
@@ -457,8 +592,7 @@ class Trainer {
   // micro-batch's moments are reduced exactly over the ranks (train/batchnorm_sync.h, shifted
   // by the current running mean), then applied in order with the node's momentum. Every rank
   // applies the same numbers, so the ranks' buffers stay identical.
-  void sync_batchnorm() {
-    auto per_forward = model_->take_batch_moments();
+  void sync_batchnorm(std::vector<std::vector<nn::ChannelMoments>> per_forward) {
     if (model_->batchnorm_layers().empty() || per_forward.empty()) return;
     const auto& layers = model_->batchnorm_layers();
     std::vector<std::vector<double>> shift(layers.size());
@@ -473,7 +607,7 @@ class Trainer {
         all.push_back(&forward[l]);
         shifts.push_back(&shift[l]);
       }
-    if (world_ > 1) allreduce_moments(comm_, all, shifts);
+    if (stage_comm().size() > 1) allreduce_moments(stage_comm(), all, shifts);
     for (const auto& forward : per_forward)
       for (size_t l = 0; l < forward.size(); ++l)
         if (forward[l].count > 0) model_->update_running_statistics(l, forward[l]);
@@ -489,7 +623,7 @@ class Trainer {
     secs_mean /= world_;
     images_total_ += totals[2];
     train_seconds_ += secs_mean;
-    compare_checksums(*model_, comm_, "after epoch " + std::to_string(epoch + 1));
+    compare_checksums(*model_, stage_comm(), "after epoch " + std::to_string(epoch + 1));
     json m{{"epoch", epoch + 1},
            {"step", global_step_},
            {"lr", cfg_.lr.at(epoch, steps_per_epoch_ - 1, steps_per_epoch_, cfg_.epochs, global_batch_)},
@@ -513,9 +647,10 @@ class Trainer {
       m["halo_seconds_per_step"] = static_cast<double>(halo_us) * 1e-6 / steps;
       m["step_seconds"] = secs_mean / steps;
     }
+    if (pipe_) pipeline_metrics(m);
     const char* metric = regression() ? "mae" : "accuracy";  // the one number per split in the log line
     if (validation_src_) {
-      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_, S_), comm_, validation_src_));
+      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(whole_model(), eval_options(cfg_, S_), comm_, validation_src_));
       m["validation_loss"] = e.mean_loss;
       m.update(measure::metrics_json(e, "validation_"));
       m.erase("validation_top5");
@@ -523,7 +658,7 @@ class Trainer {
       early_stop_ = cfg_.stop_at_validation_accuracy > 0 && e.top1 > cfg_.stop_at_validation_accuracy;
     }
     if (test_src_) {
-      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(*model_, eval_options(cfg_, S_), comm_, test_src_));
+      const nn::EvalResult e = nn::eval_result(measure::evaluate_samples(whole_model(), eval_options(cfg_, S_), comm_, test_src_));
       m["test_loss"] = e.mean_loss;
       m.update(measure::metrics_json(e, "test_"));
     }
@@ -577,9 +712,10 @@ class Trainer {
 
   json finish() {
     if (!cfg_.output.empty()) {
+      nn::Model& whole = whole_model();
       if (rank_ == 0) {
         onnx::ModelProto out = loaded_.proto;
-        model_->export_weights(out);
+        whole.export_weights(out);
         onnxu::save_model(out, cfg_.output);
         spdlog::info("trained model written: {}", cfg_.output);
       }
@@ -622,6 +758,15 @@ class Trainer {
                              {"files_decoded_by_rank", comm_.allgather(data::compressed_files_decoded())},
                              {"train_open_cpu_ms_by_rank",
                               comm_.allgather(static_cast<uint64_t>(node_cache_.decode_cpu_seconds * 1e3))}};
+    if (pipe_) {
+      summary["pipeline_stages"] = P_;
+      summary["micro_batches"] = micro_;
+      summary["pipeline_schedule"] = cfg_.pipeline_schedule;
+      for (const char* k : {"pipeline_bytes_per_step", "pipeline_bytes_per_step_closed_form", "pipeline_idle_fraction",
+                            "pipeline_bubble_closed_form", "pipeline_recomputed_per_step", "pipeline_peak_stashed_bytes",
+                            "pipeline_step_seconds"})
+        if (last_.contains(k)) summary[k] = last_[k];
+    }
     for (const char* k : {"train_loss", "train_accuracy", "train_mae", "validation_loss", "validation_accuracy", "validation_mse",
                           "validation_mae", "validation_mae_per_target", "test_loss", "test_accuracy", "test_top5", "test_mse",
                           "test_mae", "test_mae_per_target"})
@@ -642,9 +787,16 @@ class Trainer {
   dist::Communicator& comm_;
   const RunOptions& run_;
   const int rank_, world_;
-  const int S_, slab_, replica_, replicas_;  // spatial split: slab rank mod S of replica rank / S
+  // spatial split: slab rank mod S of replica rank / S; pipeline: stage rank / D of replica rank mod D.
+  const int S_, slab_, P_, micro_, replica_, replicas_;
   const Fault fault_;
   std::unique_ptr<spatial::SpatialGroup> group_;
+  nn::PipelineSplit pipe_split_;
+  std::unique_ptr<PipelineRunner> pipe_;
+  std::unique_ptr<nn::Model> whole_;  // pipeline: the whole model, for evaluation and the output
+  uint64_t pipe_bytes_closed_form_ = 0, pipe_bytes_at_epoch_start_ = 0;
+  double pipe_idle_at_epoch_start_ = 0, pipe_step_seconds_at_epoch_start_ = 0;
+  int64_t pipe_recomputed_at_epoch_start_ = 0, pipe_steps_at_epoch_start_ = 0;
   nn::SpatialSplit split_;
   std::chrono::steady_clock::time_point t_start_;
   onnxu::Model loaded_;

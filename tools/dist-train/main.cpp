@@ -2,6 +2,7 @@
 // single process. See configs/README.md for the configuration keys.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -42,7 +43,8 @@ int main(int argc, char** argv) {
   hpcnn::set_process_identity(comm->rank(), comm->host());
   g_rank = comm->rank();  // device errors name the rank and host
   std::string config, resume, evaluate, model, output, metrics, checkpoint, split = "test";
-  int epochs = 0, batch = 0, threads = -1, spatial = 0;
+  int epochs = 0, batch = 0, threads = -1, spatial = 0, pipeline = 0, micro = 0;
+  std::string pipeline_schedule, pipeline_cuts;
   double lr = 0;
   bool print_config = false, force = false, fine_tune = false;
   std::vector<std::string> sets;
@@ -72,6 +74,17 @@ int main(int argc, char** argv) {
                        "Override 'parallel.spatial': groups of S consecutive ranks share each 3-D sample, one depth slab "
                        "per rank (global batch = batch_size x ranks / S)")
             ->check(hpcnn::tool::positive_number);
+        app.add_option("--pipeline-stages", pipeline,
+                       "Override 'parallel.pipeline': cut the model into P stages (ranks = P x D, stage-major; global "
+                       "batch = batch_size x D)")
+            ->check(hpcnn::tool::positive_number);
+        app.add_option("--micro-batches", micro, "Override 'parallel.micro_batches': micro-batches per replica batch (m >= P)")
+            ->check(hpcnn::tool::positive_number);
+        app.add_option("--pipeline-schedule", pipeline_schedule, "Override 'parallel.pipeline_schedule': gpipe or 1f1b")
+            ->check(CLI::IsMember({"gpipe", "1f1b"}));
+        app.add_option("--pipeline-cuts", pipeline_cuts,
+                       "Override 'parallel.pipeline_cuts': the P - 1 tensors to cut after, comma-separated (default: "
+                       "balanced by MACs)");
         app.add_option("--metrics", metrics, "Override 'metrics': JSON lines, one per epoch");
         app.add_option("--checkpoint", checkpoint, "Override 'checkpoint.path'");
         app.add_option("--set", sets, "Override any key: --set optimizer.type=lars (repeatable; value as JSON or a string)");
@@ -107,6 +120,17 @@ int main(int argc, char** argv) {
         if (lr > 0) overrides.emplace_back("lr.base", nlohmann::json(lr).dump());
         if (threads >= 0) overrides.emplace_back("threads", std::to_string(threads));
         if (spatial > 0) overrides.emplace_back("parallel.spatial", std::to_string(spatial));
+        if (pipeline > 0) overrides.emplace_back("parallel.pipeline", std::to_string(pipeline));
+        if (micro > 0) overrides.emplace_back("parallel.micro_batches", std::to_string(micro));
+        if (!pipeline_schedule.empty()) overrides.emplace_back("parallel.pipeline_schedule", str(pipeline_schedule));
+        if (!pipeline_cuts.empty()) {
+          nlohmann::json names = nlohmann::json::array();
+          for (size_t b = 0, e; b <= pipeline_cuts.size(); b = e + 1) {
+            e = std::min(pipeline_cuts.find(',', b), pipeline_cuts.size());
+            names.push_back(pipeline_cuts.substr(b, e - b));
+          }
+          overrides.emplace_back("parallel.pipeline_cuts", names.dump());
+        }
         if (split != "test" && evaluate.empty())
           hpcnn::throw_error(hpcnn::ErrorKind::usage, "--split goes with --evaluate MODEL");
         if (!evaluate.empty() && model.empty()) overrides.emplace_back("model", str(evaluate));
