@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "core/error.h"
@@ -643,6 +644,20 @@ void Model::export_weights(onnx::ModelProto& model) const {
     t.set_data_location(onnx::TensorProto::DEFAULT);
     t.set_data_type(onnx::TensorProto::FLOAT);
     t.set_raw_data(p.raw_data());
+  }
+}
+
+void Model::release_exported_weights(onnx::ModelProto& model) const {
+  std::unordered_set<std::string> held;
+  for (const auto& p : impl_->params) held.insert(p.name);
+  for (const auto& b : impl_->buffers) held.insert(b.name);
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (!held.count(t.name())) continue;
+    t.clear_raw_data();
+    t.clear_float_data();
+    t.clear_double_data();
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
   }
 }
 

@@ -117,6 +117,12 @@ class Model {
   // inputs' initializers), e.g. to save a trained model with onnx/model.h's save_model().
   void export_weights(onnx::ModelProto& model) const;
 
+  // Clears the data of every initializer of `model` that this model holds as a parameter or
+  // buffer (its name, dtype and dims stay; export_weights() fills the data again). The other
+  // initializers (shapes, constants) keep theirs. A trainer that keeps the ModelProto only to write
+  // the trained model later frees a second copy of the weights (35.6 MB for CosmoFlow-128^3).
+  void release_exported_weights(onnx::ModelProto& model) const;
+
   // Reseeds the Dropout mask generator (dist-train reseeds per step from (seed, rank, step),
   // so a resumed run draws the same masks as an uninterrupted one).
   void set_seed(uint64_t seed);

@@ -109,6 +109,8 @@ def main(argv):
         cfg = payload.merged_config(binaries[0], a.config, a.set)
         payload.check_model(cfg)
         payload.check_data(cfg)
+        for w in payload.check_parallel(d, cfg):
+            log("warning: " + w)
         items = payload.plan(d, cfg, binaries)
     except payload.PayloadError as e:
         die(2, f"{a.config}: {e}")

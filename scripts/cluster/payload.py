@@ -111,6 +111,27 @@ def check_model(cfg):
                                "(relative paths are relative to the current folder)")
 
 
+def check_parallel(d, cfg):
+    """The rank grouping of dist-train's parallel section against the job's ranks: a spatial split
+    of S (a group of S consecutive ranks shares each sample) or P pipeline stages must divide the
+    ranks (dist-train would refuse at start, on the nodes); a spatial group that does not fit in one
+    node works but sends its halo planes between nodes: a warning. Returns the warnings."""
+    par = cfg.get("parallel", {})
+    ranks, per_node = d["nodes"] * d["ranks_per_node"], d["ranks_per_node"]
+    warnings = []
+    for key, what in (("spatial", "a spatial split"), ("pipeline", "pipeline stages")):
+        n = int(par.get(key, 1))
+        if n > 1 and ranks % n:
+            raise PayloadError(f"parallel.{key} {n} ({what}) does not divide the job's {ranks} ranks "
+                               f"({d['nodes']} nodes x {per_node}): choose nodes and ranks_per_node to fit")
+    s = int(par.get("spatial", 1))
+    if s > 1 and per_node % s:
+        warnings.append(f"parallel.spatial {s} does not divide ranks_per_node {per_node}: some spatial groups span two "
+                        f"nodes and exchange their halo planes over the network (block placement keeps a group of "
+                        f"consecutive ranks on one node when ranks_per_node is a multiple of {s})")
+    return warnings
+
+
 def plan(d, cfg, binaries):
     """The files to stage: (relative path in the payload, source path, action) with action one
     of copy, huffgpu (encode), gunzip+huffgpu."""

@@ -254,6 +254,24 @@ def test_dry_run_writes_nothing_and_existing_folder_needs_force(tmp_path):
     launch("--cluster", desc, "--config", cfg, "--job-dir", job, "-f")
 
 
+
+def test_parallel_grouping_checked_against_the_job(tmp_path):
+    """parallel.spatial / parallel.pipeline that do not divide the job's ranks end with exit 2 before
+    anything is made; a spatial group that straddles nodes is a warning (issue 43, item 6)."""
+    cfg = train_config(tmp_path)
+    for key, extra in (("spatial", []), ("pipeline", ["--set", "parallel.micro_batches=4"])):
+        p = launch("--cluster", description(tmp_path, nodes=1, ranks_per_node=2), "--config", cfg,
+                   "--set", f"parallel.{key}=4", *extra, "--job-dir", tmp_path / "j", "--dry-run", check=False)
+        assert p.returncode == 2 and f"parallel.{key} 4" in p.stderr and "does not divide the job's 2 ranks" in p.stderr, p.stderr
+        assert not (tmp_path / "j").exists()
+    p = launch("--cluster", description(tmp_path, nodes=2, ranks_per_node=3, cores_per_node=3,
+                                        hostfile=str(tmp_path / "hosts")),
+               "--config", cfg, "--set", "parallel.spatial=2", "--job-dir", tmp_path / "j", "--dry-run")
+    assert "warning: parallel.spatial 2 does not divide ranks_per_node 3" in p.stderr, p.stderr
+    p = launch("--cluster", description(tmp_path, nodes=2, ranks_per_node=2, hostfile=str(tmp_path / "hosts")),
+               "--config", cfg, "--set", "parallel.spatial=2", "--job-dir", tmp_path / "j", "--dry-run")
+    assert "warning" not in p.stderr
+
 # ---- job folders with spaces and other characters (issue 40, item 5) ----------------------------
 # Each job system reads its directive lines with its own parser; these models follow the functions
 # that scripts/cluster/schedulers.py cites, and read the output path back from the generated line.

@@ -1,5 +1,6 @@
 #include "common/tool.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -65,6 +66,20 @@ bool asks_only_for_help_or_version(int argc, char** argv) {
   return false;
 }
 
+// What a failed allocation says: the peak resident memory so far and the limit that may have
+// stopped it (getrusage, getrlimit), so that a user can tell a too small job from a bug.
+namespace {
+std::string out_of_memory_message() {
+  std::string m = "out of memory: an allocation failed";
+  rusage use{};
+  if (::getrusage(RUSAGE_SELF, &use) == 0) m += " at a peak resident set of " + std::to_string(use.ru_maxrss / 1024) + " MiB";
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    m += " under a virtual memory limit of " + std::to_string(as.rlim_cur >> 20) + " MiB (ulimit -v)";
+  return m + " (a node's memory, a ulimit or a cgroup limit; no partial output is left)";
+}
+}  // namespace
+
 int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<void(CLI::App&)>& setup,
              const std::function<int(const Context&)>& body) {
   install_signal_cleanup(spec.graceful_stop);
@@ -101,7 +116,7 @@ int run_tool(const ToolSpec& spec, int argc, char** argv, const std::function<vo
   } catch (const Error& e) {
     return fail(e.exit_code(), e.what());
   } catch (const std::bad_alloc&) {
-    return fail(static_cast<int>(ErrorKind::io), "out of memory");
+    return fail(static_cast<int>(ErrorKind::io), out_of_memory_message());
   } catch (const std::exception& e) {
     return fail(static_cast<int>(ErrorKind::io), e.what());
   }
