@@ -1,5 +1,10 @@
 #include "dist/hierarchical.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
 #include "core/error.h"
 
 namespace hpcnn::dist {
@@ -25,6 +30,34 @@ SumChoice choose_sum_algorithm(const std::string& requested, int nodes, int loca
 
 SumChoice choose_sum_algorithm(const std::string& requested, const Communicator& comm) {
   return choose_sum_algorithm(requested, comm.node_count(), comm.local_size(), comm.nodes_uniform());
+}
+
+SumChoice choose_sum_algorithm_measured(const std::string& requested, Communicator& comm, float* data, size_t count,
+                                        int rounds) {
+  SumChoice rule = choose_sum_algorithm(requested, comm);
+  if (requested != "auto" || rule.algorithm != SumAlgorithm::hierarchical || count == 0) return rule;
+  std::fill(data, data + count, 0.0f);
+  std::vector<double> ms[2];
+  for (int call = -1; call < std::max(1, rounds); ++call)
+    for (const SumAlgorithm a : {SumAlgorithm::flat, SumAlgorithm::hierarchical}) {
+      comm.barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      allreduce_sum(comm, data, count, a);
+      int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      comm.allreduce_max(&ns, 1);
+      if (call >= 0) ms[a == SumAlgorithm::hierarchical].push_back(static_cast<double>(ns) * 1e-6);
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double flat = median(ms[0]), hier = median(ms[1]);
+  rule.algorithm = hier < flat ? SumAlgorithm::hierarchical : SumAlgorithm::flat;
+  char text[160];
+  std::snprintf(text, sizeof text, ", measured on %.2f MiB: flat %.3f ms, hierarchical %.3f ms (medians of %d)",
+                static_cast<double>(count) * sizeof(float) / (1 << 20), flat, hier, std::max(1, rounds));
+  rule.reason += text;
+  return rule;
 }
 
 void allreduce_sum(Communicator& comm, float* data, size_t count, SumAlgorithm algorithm) {

@@ -49,6 +49,18 @@ struct SumChoice {
 SumChoice choose_sum_algorithm(const std::string& requested, int nodes, int local_size, bool nodes_uniform);
 SumChoice choose_sum_algorithm(const std::string& requested, const Communicator& comm);
 
+// exchange.algorithm auto where the rule above picks hierarchical (more than one node, more than
+// one rank on each): the two algorithms are timed on the job's own buffer, `count` floats at the
+// host pointer `data` (overwritten with zeros), so that auto never keeps the slower one (issue 44:
+// with block placement on 2 nodes Open MPI's Rabenseifner already moves what the hierarchical
+// algorithm moves, and the extra phases can lose). One warm-up call each, then `rounds` alternating
+// calls; a call's time is the slowest rank's; hierarchical only when its median is lower. Every
+// rank gets the same answer (the times are maxima over all ranks). Bitwise reproducible runs set
+// flat or hierarchical: the measured choice can differ between runs. Other requests and
+// topologies: the rule's answer, unmeasured. Collective: every rank calls it.
+SumChoice choose_sum_algorithm_measured(const std::string& requested, Communicator& comm, float* data, size_t count,
+                                        int rounds = 5);
+
 // comm.allreduce_sum or comm.hierarchical_allreduce_sum.
 void allreduce_sum(Communicator& comm, float* data, size_t count, SumAlgorithm algorithm);
 void allreduce_sum(Communicator& comm, double* data, size_t count, SumAlgorithm algorithm);

@@ -653,11 +653,12 @@ void Model::release_exported_weights(onnx::ModelProto& model) const {
   for (const auto& b : impl_->buffers) held.insert(b.name);
   for (auto& t : *model.mutable_graph()->mutable_initializer()) {
     if (!held.count(t.name())) continue;
-    t.clear_raw_data();
-    t.clear_float_data();
-    t.clear_double_data();
+    // Swapped with empty ones: clear_raw_data() and the fields' Clear() keep their capacity.
+    std::string().swap(*t.mutable_raw_data());
+    google::protobuf::RepeatedField<float>().Swap(t.mutable_float_data());
+    google::protobuf::RepeatedField<double>().Swap(t.mutable_double_data());
     t.clear_external_data();
-    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.clear_data_location();
   }
 }
 

@@ -63,6 +63,9 @@ GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout l
       positions_(position_tensors(layout_, device)),
       fused_({static_cast<int64_t>(layout_.total)}, Layout::plain, DType::f32, device) {
   for (auto& pos : layout_.positions) std::vector<int32_t>().swap(pos);  // positions_ holds them now
+  // auto on several nodes of several ranks: timed on this buffer (host memory only: a device
+  // buffer keeps the rule's choice).
+  if (device.is_cpu()) algorithm_ = dist::choose_sum_algorithm_measured(algorithm, comm_, fused_.data(), layout_.total);
   if (comm_.rank() != 0) return;
   if (algorithm_.warning)
     spdlog::warn("exchange.algorithm {}: {}; using the flat allreduce", algorithm, algorithm_.reason);

@@ -222,7 +222,7 @@ class Trainer {
   // weights: 35.6 MB per rank for CosmoFlow-128^3, twice that with a spatial split (the split
   // model's proto). The pipeline's whole_model() builds from loaded_.proto and keeps it whole.
   void release_model_copies() {
-    if (S_ > 1) split_.model.Clear();
+    if (S_ > 1) onnx::ModelProto().Swap(&split_.model);  // Clear() would keep the strings' capacity
     if (!pipe_) model_->release_exported_weights(loaded_.proto);
   }
 

@@ -49,7 +49,13 @@ MPI = {
     "version": (str, ""),
     "bind": (str, "core"),
     "args": (list, []),
+    "allreduce": (str, ""),
 }
+# mpi.allreduce (Open MPI 4.1): "han" raises coll/han's priority (0 in 4.1: never chosen unless
+# raised); "tuned:NAME" fixes coll/tuned's allreduce algorithm (its dynamic rules, numbered as
+# ompi_info --param coll tuned --level 9 lists them).
+TUNED_ALLREDUCE = {"basic_linear": 1, "nonoverlapping": 2, "recursive_doubling": 3, "ring": 4, "segmented_ring": 5,
+                   "rabenseifner": 6}
 STAGE = {
     "data": (bool, True),
     "binaries": (bool, True),
@@ -210,6 +216,14 @@ def validate(raw, origin="cluster description"):
     if mpi["bind"] not in ("core", "none"):
         raise DescriptionError(f"{origin}: 'mpi.bind' must be 'core' or 'none', not '{mpi['bind']}'")
     _strings(mpi["args"], "mpi.args", origin)
+    if mpi["allreduce"]:
+        choices = ["han"] + [f"tuned:{n}" for n in TUNED_ALLREDUCE]
+        if mpi["allreduce"] not in choices:
+            raise DescriptionError(f"{origin}: 'mpi.allreduce' must be \"\" (the MPI's own choice) or one of "
+                                   f"{', '.join(choices)}, not {json.dumps(mpi['allreduce'])}")
+        if mpi["flavour"] != "openmpi":
+            raise DescriptionError(f"{origin}: 'mpi.allreduce' sets Open MPI's collective components; mpi.flavour is "
+                                   f"'{mpi['flavour']}' (set its own variables in 'environment', e.g. I_MPI_ADJUST_ALLREDUCE)")
     mpi["launcher"] = mpi["launcher"] or DEFAULT_LAUNCHER[mpi["flavour"]]
     if d["scheduler"] == "pjm" and mpi["flavour"] != "fujitsu":
         raise DescriptionError(f"{origin}: scheduler 'pjm' (Fugaku) runs Fujitsu MPI: set mpi.flavour to 'fujitsu'")

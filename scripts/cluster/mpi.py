@@ -11,6 +11,7 @@ Under Slurm the once-per-node step is `srun --ntasks-per-node=1`, which every Sl
 import shlex
 
 import schedulers
+from description import TUNED_ALLREDUCE
 
 
 def _q(word):
@@ -54,10 +55,17 @@ def train_command(d):
 
 
 def environment(d):
-    """Variables the flavour needs for its binding (exported in env.sh)."""
+    """Variables the flavour needs for its binding and the allreduce choice (exported in env.sh)."""
+    env = {}
     if d["mpi"]["flavour"] == "intel" and d["mpi"]["bind"] == "core":
-        return {"I_MPI_PIN_DOMAIN": str(d["threads_per_rank"])}
-    return {}
+        env["I_MPI_PIN_DOMAIN"] = str(d["threads_per_rank"])
+    choice = d["mpi"].get("allreduce", "")
+    if choice == "han":
+        env["OMPI_MCA_coll_han_priority"] = "100"
+    elif choice.startswith("tuned:"):
+        env["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "1"
+        env["OMPI_MCA_coll_tuned_allreduce_algorithm"] = str(TUNED_ALLREDUCE[choice.split(":", 1)[1]])
+    return env
 
 
 def shell(cmd):

@@ -272,6 +272,29 @@ def test_parallel_grouping_checked_against_the_job(tmp_path):
                "--config", cfg, "--set", "parallel.spatial=2", "--job-dir", tmp_path / "j", "--dry-run")
     assert "warning" not in p.stderr
 
+
+def test_mpi_allreduce_choice_goes_into_the_environment(tmp_path):
+    """mpi.allreduce: Open MPI's own allreduce (HAN, or a fixed coll/tuned algorithm) for every rank,
+    exported in env.sh; a value or flavour it cannot serve is refused with exit 2 (issue 44, item 2)."""
+    cfg = train_config(tmp_path)
+    for choice, want in (("han", ["export OMPI_MCA_coll_han_priority=100"]),
+                         ("tuned:ring", ["export OMPI_MCA_coll_tuned_use_dynamic_rules=1",
+                                         "export OMPI_MCA_coll_tuned_allreduce_algorithm=4"]),
+                         ("tuned:rabenseifner", ["export OMPI_MCA_coll_tuned_allreduce_algorithm=6"])):
+        job = tmp_path / f"job-{choice.replace(':', '-')}"
+        launch("--cluster", description(tmp_path, mpi={"bind": "none", "allreduce": choice,
+                                                       "args": ["--allow-run-as-root", "--oversubscribe"]}),
+               "--config", cfg, "--job-dir", job)
+        env = (job / "env.sh").read_text().splitlines()
+        for line in want:
+            assert line in env, (choice, env)
+    for bad, says in (({"allreduce": "tuned:fastest"}, "'mpi.allreduce' must be"),
+                      ({"allreduce": "han", "flavour": "mpich"}, "sets Open MPI's collective components")):
+        p = launch("--cluster", description(tmp_path, mpi=bad), "--config", cfg, "--job-dir", tmp_path / "bad",
+                   check=False)
+        assert p.returncode == 2 and says in p.stderr, p.stderr
+        assert not (tmp_path / "bad").exists()
+
 # ---- job folders with spaces and other characters (issue 40, item 5) ----------------------------
 # Each job system reads its directive lines with its own parser; these models follow the functions
 # that scripts/cluster/schedulers.py cites, and read the output path back from the generated line.

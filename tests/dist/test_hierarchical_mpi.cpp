@@ -14,7 +14,8 @@
 //  5. the gradient exchange (train::GradientExchange, dense and sparse layouts) with
 //     "hierarchical" equals "flat" within the bound;
 //  6. the choice of exchange.algorithm (auto, flat, hierarchical; unequal nodes fall back).
-// Exit status 0 on success; one line per check (rank 0). --bench COUNT only times both algorithms.
+// Exit status 0 on success; one line per check (rank 0). --bench COUNT only times both algorithms
+// (--rounds R alternating rounds of 21 calls each) and prints what exchange.algorithm auto picks.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -72,12 +73,14 @@ int main(int argc, char** argv) {
   const int rank = comm->rank(), P = comm->size();
   int want_nodes = -1, want_local = -1, want_uniform = 1;
   size_t bench_count = 0;  // --bench COUNT: only time both algorithms on COUNT floats (no checks)
+  int bench_rounds = 2;    // --rounds R: alternating rounds of flat and hierarchical
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--nodes") want_nodes = std::atoi(argv[i + 1]);
     if (a == "--local") want_local = std::atoi(argv[i + 1]);
     if (a == "--uniform") want_uniform = std::atoi(argv[i + 1]);
     if (a == "--bench") bench_count = std::strtoull(argv[i + 1], nullptr, 10);
+    if (a == "--rounds") bench_rounds = std::max(1, std::atoi(argv[i + 1]));
   }
   int failures = 0;
   auto report = [&](bool ok, const std::string& what) {
@@ -95,7 +98,8 @@ int main(int argc, char** argv) {
   if (bench_count > 0) {
     // The median over 21 calls of the slowest rank's time, after 3 warm-up calls.
     std::vector<float> v(bench_count, 1.0f);
-    for (const char* name : {"flat", "hierarchical", "flat", "hierarchical"}) {
+    for (int round = 0; round < 2 * bench_rounds; ++round) {
+      const char* name = round % 2 == 0 ? "flat" : "hierarchical";
       const auto algo = std::string(name) == "flat" ? dist::SumAlgorithm::flat : dist::SumAlgorithm::hierarchical;
       std::vector<double> t;
       for (int i = 0; i < 24; ++i) {
@@ -111,6 +115,8 @@ int main(int argc, char** argv) {
         std::printf("%s: %zu floats, %d ranks, %d node(s): median %.3f ms (min %.3f, max %.3f)\n", name, bench_count, P,
                     comm->node_count(), t[t.size() / 2], t.front(), t.back());
     }
+    const dist::SumChoice a = dist::choose_sum_algorithm_measured("auto", *comm, v.data(), v.size());
+    if (rank == 0) std::printf("auto: %s (%s)\n", dist::to_string(a.algorithm), a.reason.c_str());
     return 0;
   }
   try {

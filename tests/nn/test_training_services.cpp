@@ -12,6 +12,7 @@
 #include "nn/batchnorm_statistics.h"
 #include "nn/loss.h"
 #include "nn/model.h"
+#include "nn/proto_tensor.h"
 
 using namespace hpcnn;
 
@@ -44,7 +45,7 @@ void reference_moments(const std::vector<Tensor>& xs, std::vector<long double>& 
 }
 
 // x [N, C, 4, 4] -> BatchNormalization (momentum 0.8) -> y.
-nn::Model bn_model(int64_t C) {
+onnx::ModelProto bn_proto(int64_t C) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
@@ -71,8 +72,10 @@ nn::Model bn_model(int64_t C) {
     t->add_dims(C);
     for (int64_t c = 0; c < C; ++c) t->add_float_data(value);
   }
-  return nn::Model(m, "bn test model");
+  return m;
 }
+
+nn::Model bn_model(int64_t C) { return nn::Model(bn_proto(C), "bn test model"); }
 
 std::vector<Tensor> random_batches(int64_t C, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -206,4 +209,44 @@ TEST_CASE("backward announces each parameter once, when its gradient is final", 
   // The last layer's parameters are final first (backward runs from the output).
   REQUIRE(!order.empty());
   CHECK(params[order.front()].name.rfind("fc", 0) == 0);
+}
+
+TEST_CASE("release_exported_weights frees the proto's weights and export_weights fills them again", "[nn]") {
+  onnx::ModelProto proto = bn_proto(8);
+  for (auto& t : *proto.mutable_graph()->mutable_initializer()) {  // as raw data, as exporters write it
+    std::string raw(reinterpret_cast<const char*>(t.float_data().data()), sizeof(float) * 8);
+    t.clear_float_data();
+    t.set_raw_data(raw);
+  }
+  auto* extra = proto.mutable_graph()->add_initializer();  // read by no node: not the model's, kept
+  extra->set_name("extra");
+  extra->set_data_type(onnx::TensorProto::FLOAT);
+  extra->add_dims(2);
+  extra->add_float_data(7.0f);
+  extra->add_float_data(8.0f);
+  nn::Model model(proto, "bn test model");
+  const size_t before = proto.ByteSizeLong();
+  model.release_exported_weights(proto);
+  CHECK(proto.ByteSizeLong() + 4 * 8 * sizeof(float) <= before);  // the 4 tensors' data are gone
+  for (const auto& t : proto.graph().initializer()) {
+    INFO(t.name());
+    if (t.name() == "extra") {
+      CHECK(t.float_data_size() == 2);
+      continue;
+    }
+    CHECK(t.raw_data().empty());
+    CHECK(t.raw_data().capacity() < 16);  // freed, not only cleared (small-string buffer at most)
+    CHECK(t.float_data_size() == 0);
+    CHECK(t.dims_size() == 1);
+    CHECK(t.dims(0) == 8);
+  }
+  model.export_weights(proto);
+  for (const auto& t : proto.graph().initializer()) {
+    if (t.name() == "extra") continue;
+    const Tensor v = nn::tensor_from_proto(t);
+    const float want = t.name() == "scale" ? 1.0f : t.name() == "bias" ? 0.0f : t.name() == "mean" ? 0.5f : 2.0f;
+    INFO(t.name());
+    REQUIRE(v.numel() == 8);
+    for (int64_t c = 0; c < 8; ++c) CHECK(v.data()[c] == want);
+  }
 }
