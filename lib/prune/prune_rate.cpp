@@ -12,6 +12,7 @@
 #include "onnx/graph.h"
 #include "onnx/shapes.h"
 #include "prune/channel_graph.h"
+#include "prune/masking.h"
 #include "prune/rates.h"
 #include "prune/surgery.h"
 #include "prune/verify.h"
@@ -344,6 +345,7 @@ json run_prune_rate(const PruneOptions& o) {
     if (!o.keep.empty()) report["keep"] = o.keep;
     if (o.threshold) report["threshold"] = *o.threshold;
     if (o.uniform_rate) report["uniform_rate"] = *o.uniform_rate;
+    if (o.mask_channels) report["mask_channels"] = true;
     if (!choice.target.is_null()) report["target"] = choice.target;
     if (o.data) {
       bool changed = false;
@@ -353,10 +355,17 @@ json run_prune_rate(const PruneOptions& o) {
     }
 
     if (o.output) {
-      const onnxu::ShapeMap original = onnxu::infer_shapes(model.proto, /*declared_outputs=*/false);
-      apply_pruning(model.proto, cg, kept);
-      onnxu::GraphView check(model.proto.graph());  // the result must still be a valid graph
-      verify_pruned(model.proto, original);         // and compute with the shapes it had
+      if (o.mask_channels) {  // every shape stays; the removed channels' filters, biases and BN scale/bias are 0
+        json masked = json::array();
+        for (const auto& m : apply_channel_mask(model.proto, cg, kept))
+          masked.push_back({{"node", m.node}, {"tensor", m.tensor}, {"axis", m.axis}, {"channels", m.channels}});
+        report["masked"] = std::move(masked);
+      } else {
+        const onnxu::ShapeMap original = onnxu::infer_shapes(model.proto, /*declared_outputs=*/false);
+        apply_pruning(model.proto, cg, kept);
+        onnxu::GraphView check(model.proto.graph());  // the result must still be a valid graph
+        verify_pruned(model.proto, original);         // and compute with the shapes it had
+      }
       onnxu::save_model(model.proto, *o.output, onnxu::output_save_options(model, o.external_data, o.overwrite));
       spdlog::info("wrote '{}': {} -> {} parameters, {} -> {} MACs", o.output->string(), before.params, after.params, before.macs,
                    after.macs);

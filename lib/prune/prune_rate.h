@@ -32,6 +32,7 @@ struct PruneOptions {
   std::vector<std::string> keep;                   // --keep: layers never pruned (with every layer of their group)
   std::optional<DataThresholdInputs> data;         // data-driven thresholds (prune/data_thresholds.h)
   nlohmann::ordered_json data_info;                // copied into the report's "data_driven" (batches, samples, ...)
+  bool mask_channels = false;                      // --mask-channels: zero the removed channels, keep shapes (masking.h)
   std::vector<double> rates;                       // the grid (default 0.0, 0.1, ..., 0.9; 0.0, ..., 0.5 with data)
   onnxu::ExternalData external_data = onnxu::ExternalData::automatic;
   bool overwrite = true;

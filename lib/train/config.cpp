@@ -61,6 +61,7 @@ void visit_keys(Config& c, Visit&& visit) {
   visit("/parallel/micro_batches", c.micro_batches);
   visit("/parallel/pipeline_schedule", c.pipeline_schedule);
   visit("/parallel/pipeline_cuts", c.pipeline_cuts);
+  visit("/parallel/pipeline_masked_channels", c.pipeline_masked_channels);
   visit("/max_steps_per_epoch", c.max_steps_per_epoch);
 }
 
@@ -174,6 +175,8 @@ TrainConfig load_config(const std::string& path, const std::vector<std::pair<std
     need(c.checkpoint.empty(), "checkpoint.path with parallel.pipeline: checkpoints of a pipeline run are not built yet "
                                "(set checkpoint.path to \"\")");
   }
+  need(!c.pipeline_masked_channels || c.pipeline > 1,
+       "parallel.pipeline_masked_channels needs parallel.pipeline > 1 (it shrinks the stage-to-stage messages)");
   need(c.pipeline_cuts.empty() || static_cast<int>(c.pipeline_cuts.size()) == c.pipeline - 1,
        "parallel.pipeline_cuts names " + std::to_string(c.pipeline_cuts.size()) + " tensor(s); parallel.pipeline " +
            std::to_string(c.pipeline) + " needs " + std::to_string(c.pipeline - 1) + " (or none: cuts balanced by MACs)");

@@ -53,6 +53,10 @@ struct TrainConfig {
   int micro_batches = 1;
   std::string pipeline_schedule = "gpipe";  // gpipe | 1f1b
   std::vector<std::string> pipeline_cuts;
+  // Masked stage messages (train/pipeline_schedule.h): each crossing value travels as the channels
+  // that are not structurally zero (nn/zero_channels.h: a prune-rate --mask-channels model), decided
+  // once at the start; the parameter entries that hold the others at zero join the fixed mask.
+  bool pipeline_masked_channels = false;
   std::string mask;                   // ONNX model whose zero weights give the sparsity mask
   int64_t max_steps_per_epoch = 0;    // 0: all (a limit for smoke tests)
   nlohmann::json merged;              // the merged configuration, as --print-config shows it

@@ -10,7 +10,8 @@
 
 namespace hpcnn::train {
 
-dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool sparse, const std::vector<Tensor>* masks) {
+dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool sparse, const std::vector<Tensor>* masks,
+                                   const std::vector<bool>* eligible_override) {
   std::vector<size_t> sizes;
   for (const auto& p : params) sizes.push_back(static_cast<size_t>(p.value.numel()));
   if (!sparse && !masks) return dist::dense_layout(sizes);
@@ -22,7 +23,7 @@ dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool spar
   for (size_t k = 0; k < params.size(); ++k) {
     const Tensor& w = params[k].value;
     values.emplace_back(w.data(), static_cast<size_t>(w.numel()));
-    eligible.push_back(w.rank() >= 2);
+    eligible.push_back(eligible_override && k < eligible_override->size() ? (*eligible_override)[k] : w.rank() >= 2);
     if (masks) {
       const Tensor& m = (*masks)[k];
       if (m.shape() != w.shape())

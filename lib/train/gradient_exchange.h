@@ -19,8 +19,11 @@ namespace hpcnn::train {
 
 // The layout of a model's parameters: dense, or (sparse) the non-zero positions of every
 // parameter of rank >= 2 (or of `masks`, same order and shapes: then the masked-out weights are
-// set to zero, so that they stay zero).
-dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool sparse, const std::vector<Tensor>* masks = nullptr);
+// set to zero, so that they stay zero). `eligible` (same order; with `masks`): which parameters may
+// be sparse instead of those of rank >= 2 (the pipeline's masked channels fix entries of biases and
+// BatchNormalization parameters too).
+dist::FusedLayout parameter_layout(std::vector<nn::Parameter>& params, bool sparse, const std::vector<Tensor>* masks = nullptr,
+                                   const std::vector<bool>* eligible = nullptr);
 
 // The positions of a sparse buffer of the layout as an i32 tensor on `device` (undefined for dense).
 std::vector<Tensor> position_tensors(const dist::FusedLayout& layout, const Device& device);

@@ -37,40 +37,89 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 
 Tensor plain(const Tensor& t) { return t.layout() == Layout::plain ? t : to_layout(t, Layout::plain); }
 
-int64_t elements(const std::vector<nn::CrossingValue>& values, int64_t mb) {
+using Kept = std::map<std::string, std::vector<int64_t>>;
+
+// The kept channels of `v` (nullptr: it travels whole) and the elements per channel and sample.
+const std::vector<int64_t>* kept_of(const Kept& kept, const nn::CrossingValue& v) {
+  auto it = kept.find(v.name);
+  return it == kept.end() ? nullptr : &it->second;
+}
+int64_t per_channel(const nn::CrossingValue& v) { return v.sample_elements() / v.sample_dims.at(0); }
+
+// Elements of one message: every value's [mb, ...], or [mb, K, ...] of a masked one.
+int64_t elements(const std::vector<nn::CrossingValue>& values, int64_t mb, const Kept& kept) {
   int64_t n = 0;
-  for (const auto& v : values) n += v.sample_elements() * mb;
+  for (const auto& v : values) {
+    const auto* k = kept_of(kept, v);
+    n += (k ? static_cast<int64_t>(k->size()) * per_channel(v) : v.sample_elements()) * mb;
+  }
   return n;
 }
 
-// Copies `tensors` (plain, [mb, ...] each as `values` says; undefined: zeros) into `buf`.
-void pack(const std::vector<Tensor>& tensors, const std::vector<nn::CrossingValue>& values, int64_t mb, std::vector<float>& buf,
-          const char* what, int stage) {
-  buf.assign(static_cast<size_t>(elements(values, mb)), 0.0f);
+// Copies `tensors` (plain, [mb, ...] each as `values` says; undefined: zeros) into `buf`, a
+// masked value's kept channels only; `check_zero`: the channels left out must be exactly 0.
+void pack(const std::vector<Tensor>& tensors, const std::vector<nn::CrossingValue>& values, int64_t mb, const Kept& kept,
+          std::vector<float>& buf, const char* what, int stage, int micro, bool check_zero) {
+  buf.assign(static_cast<size_t>(elements(values, mb, kept)), 0.0f);
   size_t off = 0;
   for (size_t k = 0; k < values.size(); ++k) {
-    const size_t n = static_cast<size_t>(values[k].sample_elements() * mb);
+    const nn::CrossingValue& v = values[k];
+    const auto* kc = kept_of(kept, v);
+    const size_t n = static_cast<size_t>(v.sample_elements() * mb);
+    const size_t sent = kc ? static_cast<size_t>(static_cast<int64_t>(kc->size()) * per_channel(v) * mb) : n;
     if (k < tensors.size() && tensors[k].defined()) {
       const Tensor t = plain(tensors[k]);
       if (static_cast<size_t>(t.numel()) != n)
         throw_error(ErrorKind::bad_input, std::string("pipeline stage ") + std::to_string(stage) + ": the " + what + " '" +
-                                              values[k].name + "' has shape " + shape_to_string(t.shape()) + ", expected " +
+                                              v.name + "' has shape " + shape_to_string(t.shape()) + ", expected " +
                                               std::to_string(n) + " values (a micro-batch of " + std::to_string(mb) + ")");
-      std::copy_n(t.data(), n, buf.data() + off);
+      if (!kc) {
+        std::copy_n(t.data(), n, buf.data() + off);
+      } else {
+        const int64_t C = v.sample_dims.at(0), hw = per_channel(v);
+        float* dst = buf.data() + off;
+        for (int64_t s = 0; s < mb; ++s) {
+          size_t next = 0;  // index into the kept channels
+          for (int64_t c = 0; c < C; ++c) {
+            const float* src = t.data() + (s * C + c) * hw;
+            if (next < kc->size() && (*kc)[next] == c) {
+              dst = std::copy_n(src, hw, dst);
+              ++next;
+            } else if (check_zero && !std::all_of(src, src + hw, [](float x) { return x == 0.0f; })) {
+              throw_error(ErrorKind::bad_input, "pipeline stage " + std::to_string(stage) + ": channel " + std::to_string(c) +
+                                                    " of '" + v.name + "' (micro-batch " + std::to_string(micro) +
+                                                    ") is masked but not zero: the parameters that held it at zero changed");
+            }
+          }
+        }
+      }
     }
-    off += n;
+    off += sent;
   }
 }
 
-std::vector<Tensor> unpack(const std::vector<float>& buf, const std::vector<nn::CrossingValue>& values, int64_t mb) {
+std::vector<Tensor> unpack(const std::vector<float>& buf, const std::vector<nn::CrossingValue>& values, int64_t mb,
+                           const Kept& kept) {
   std::vector<Tensor> out;
   size_t off = 0;
   for (const auto& v : values) {
     Shape s{mb};
     s.insert(s.end(), v.sample_dims.begin(), v.sample_dims.end());
-    Tensor t(s);
-    std::copy_n(buf.data() + off, t.numel(), t.data());
-    off += static_cast<size_t>(t.numel());
+    const auto* kc = kept_of(kept, v);
+    if (!kc) {
+      Tensor t(s);
+      std::copy_n(buf.data() + off, t.numel(), t.data());
+      off += static_cast<size_t>(t.numel());
+      out.push_back(std::move(t));
+      continue;
+    }
+    Tensor t = Tensor::zeros(s);
+    const int64_t C = v.sample_dims.at(0), hw = per_channel(v);
+    for (int64_t n = 0; n < mb; ++n)
+      for (int64_t c : *kc) {
+        std::copy_n(buf.data() + off, hw, t.data() + (n * C + c) * hw);
+        off += static_cast<size_t>(hw);
+      }
     out.push_back(std::move(t));
   }
   return out;
@@ -104,6 +153,20 @@ PipelineRunner::PipelineRunner(dist::Communicator& world, const nn::PipelineSpli
 
 PipelineRunner::~PipelineRunner() = default;
 
+void PipelineRunner::set_kept_channels(std::map<std::string, std::vector<int64_t>> kept) {
+  for (const auto& st : split_.stages)
+    for (const auto& v : st.outputs) {
+      auto it = kept.find(v.name);
+      if (it == kept.end()) continue;
+      const int64_t C = v.sample_dims.empty() ? 0 : v.sample_dims[0];
+      for (size_t i = 0; i < it->second.size(); ++i)
+        if (it->second[i] < 0 || it->second[i] >= C || (i > 0 && it->second[i] <= it->second[i - 1]))
+          throw_error(ErrorKind::usage, "pipeline: the kept channels of '" + v.name + "' are not ascending within its " +
+                                            std::to_string(C) + " channels");
+    }
+  kept_ = std::move(kept);
+}
+
 std::vector<std::vector<nn::ChannelMoments>> PipelineRunner::step(int m, int64_t mb, const StepIo& io) {
   if (!model_) throw_error(ErrorKind::usage, "PipelineRunner::step before set_model");
   const auto t_step = Clock::now();
@@ -125,7 +188,7 @@ std::vector<std::vector<nn::ChannelMoments>> PipelineRunner::step(int m, int64_t
     const auto key = std::make_pair(op.forward, op.micro);
     if (recvs.count(key)) return;
     Pending& p = recvs[key];
-    p.buf.resize(static_cast<size_t>(elements(op.forward ? st.inputs : st.outputs, mb)));
+    p.buf.resize(static_cast<size_t>(elements(op.forward ? st.inputs : st.outputs, mb, kept_)));
     p.req = world_.irecv(p.buf.data(), p.buf.size(), op.forward ? prev : next, 2 * op.micro + (op.forward ? 0 : 1));
   };
   auto receive = [&](const PipelineOp& op) {
@@ -134,13 +197,13 @@ std::vector<std::vector<nn::ChannelMoments>> PipelineRunner::step(int m, int64_t
     const auto t = Clock::now();
     p.req->wait();
     counters_.idle_seconds += since(t);
-    std::vector<Tensor> out = unpack(p.buf, op.forward ? st.inputs : st.outputs, mb);
+    std::vector<Tensor> out = unpack(p.buf, op.forward ? st.inputs : st.outputs, mb, kept_);
     recvs.erase({op.forward, op.micro});
     return out;
   };
   auto send = [&](const std::vector<Tensor>& tensors, const std::vector<nn::CrossingValue>& values, int peer, int tag, const char* what) {
     Pending p;
-    pack(tensors, values, mb, p.buf, what, stage_);
+    pack(tensors, values, mb, kept_, p.buf, what, stage_, tag / 2, tag % 2 == 0);
     counters_.bytes_sent += p.buf.size() * sizeof(float);
     p.req = world_.isend(p.buf.data(), p.buf.size(), peer, tag);
     sends.push_back(std::move(p));

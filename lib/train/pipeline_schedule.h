@@ -13,6 +13,12 @@
 // (rank +- D), the crossing values of the cut packed in their fixed order ([mb, ...] each, fp32),
 // by MPI_Isend / MPI_Irecv with tag 2j (activations of micro-batch j) or 2j + 1 (their gradients).
 // Receives are posted one operation ahead; sends are waited for at the end of the step.
+// Masked messages (set_kept_channels; parallel.pipeline_masked_channels): a crossing value
+// [mb, C, ...] of a channel-masked model travels as its kept channels only ([mb, K, ...], the
+// channels in ascending order), forward and backward; the receiver fills the others with 0. The
+// sender checks that the channels it leaves out of an activation are exactly 0 (ErrorKind::bad_input
+// naming the value, the channel and the micro-batch otherwise); their gradients are left out
+// unchecked, which is exact while the parameters that hold them at zero stay 0 (nn/zero_channels.h).
 //
 // Activations: a Model keeps what backward needs for its last forward only. The stage keeps the
 // inputs it received for each micro-batch in flight and re-runs the forward of micro-batch j just
@@ -29,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +73,10 @@ class PipelineRunner {
   // The stage's model (a model of split.stages[stage()].model built with ModelOptions::input_grads
   // for every stage but the first, its BatchNorm statistics in deferred mode); the caller owns it.
   void set_model(nn::Model& model) { model_ = &model; }
+  // Masked messages: for each crossing value named, the channels (axis 1, ascending, in range)
+  // that travel; values not named travel whole. Call on every rank alike, before the first step.
+  // ErrorKind::usage for a channel list that is not ascending and in range, naming the value.
+  void set_kept_channels(std::map<std::string, std::vector<int64_t>> kept);
 
   int stage() const { return stage_; }
   int stages() const { return stages_; }
@@ -96,6 +107,7 @@ class PipelineRunner {
   std::string schedule_;
   std::unique_ptr<dist::Communicator> replicas_;
   nn::Model* model_ = nullptr;
+  std::map<std::string, std::vector<int64_t>> kept_;
   PipelineCounters counters_;
 };
 

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <fmt/ranges.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -11,9 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
-
-#include <fmt/ranges.h>
+#include <set>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -25,6 +26,7 @@
 #include "data/source.h"
 #include "measure/evaluate.h"
 #include "measure/input_shape.h"
+#include "measure/node_cache.h"
 #include "nn/evaluate.h"
 #include "nn/loss.h"
 #include "nn/model.h"
@@ -33,16 +35,16 @@
 #include "nn/regression.h"
 #include "nn/spatial.h"
 #include "nn/threads.h"
+#include "nn/zero_channels.h"
 #include "onnx/compare.h"
 #include "onnx/costs.h"
 #include "onnx/model.h"
 #include "ops/update.h"
+#include "spatial/group.h"
 #include "train/batchnorm_sync.h"
 #include "train/checkpoint.h"
 #include "train/gradient_exchange.h"
-#include "measure/node_cache.h"
 #include "train/optimizer.h"
-#include "spatial/group.h"
 #include "train/parameter_memory.h"
 #include "train/pipeline_schedule.h"
 
@@ -280,7 +282,9 @@ class Trainer {
   void build_exchange() {
     std::vector<nn::Parameter>& params = model_->parameters();
     dist::FusedLayout layout;
-    if (!cfg_.mask.empty()) {
+    if (!pipe_fixed_.empty()) {
+      layout = masked_channels_layout(params);
+    } else if (!cfg_.mask.empty()) {
       onnxu::Model mask_model = onnxu::load_model(cfg_.mask);
       std::map<std::string, const onnx::TensorProto*> by_name;
       for (const auto& t : mask_model.proto.graph().initializer()) by_name[t.name()] = &t;
@@ -310,6 +314,49 @@ class Trainer {
     optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, exchange_->layout(), exchange_->positions());
     spdlog::info("gradient exchange: {} ({} of {} values, {} bytes per step)", sparse() ? "sparse" : "dense",
                  exchange_->layout().total, exchange_->layout().full, exchange_->bytes_per_step());
+  }
+
+  // The layout of masked pipeline messages: the fixed mask (the `mask` model's zeros, or with
+  // `sparse` the zero weights of rank >= 2) plus the entries that hold the masked channels at zero
+  // (pipe_fixed_), which makes those biases and BatchNormalization parameters sparse too.
+  dist::FusedLayout masked_channels_layout(std::vector<nn::Parameter>& params) {
+    if (cfg_.sparse && !run_.resume.empty())
+      throw_error(ErrorKind::usage,
+                  "parallel.pipeline_masked_channels with sparse and --resume: not built (pipeline runs have no "
+                  "checkpoints)");
+    std::map<std::string, const onnx::TensorProto*> by_name;
+    onnxu::Model mask_model;
+    if (!cfg_.mask.empty()) {
+      mask_model = onnxu::load_model(cfg_.mask);
+      for (const auto& t : mask_model.proto.graph().initializer()) by_name[t.name()] = &t;
+    }
+    std::vector<Tensor> masks;
+    std::vector<bool> eligible;
+    const bool base = !cfg_.mask.empty() || cfg_.sparse;
+    int64_t added = 0;
+    for (const auto& p : params) {
+      auto it = by_name.find(p.name);
+      // Parameters of rank < 2 stay dense under `mask` and `sparse`: only the holders' entries fix them.
+      Tensor m =
+          it != by_name.end() && p.value.rank() >= 2 ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f);
+      if (cfg_.mask.empty() && cfg_.sparse && p.value.rank() >= 2)
+        for (int64_t i = 0; i < m.numel(); ++i) m.data()[i] = p.value.data()[i] != 0.0f ? 1.0f : 0.0f;
+      bool mine = false;
+      for (const auto& h : pipe_fixed_) {
+        if (h.tensor != p.name) continue;
+        const int64_t per = m.numel() / m.dim(0);
+        float* slice = m.data() + h.channel * per;
+        added += std::count_if(slice, slice + per, [](float v) { return v != 0.0f; });
+        std::fill_n(slice, per, 0.0f);
+        mine = true;
+      }
+      eligible.push_back((base && p.value.rank() >= 2) || mine);
+      masks.push_back(std::move(m));
+    }
+    spdlog::info(
+        "pipeline masked channels: {} parameter entries of this stage hold masked channels at zero and join the fixed mask",
+        added);
+    return parameter_layout(params, true, &masks, &eligible);
   }
 
   // The data must carry what the task trains on: class labels, or float targets as wide as the
@@ -505,6 +552,7 @@ class Trainer {
                                         " ranks (ranks = stages x replicas, stage-major)");
     pipe_ = std::make_unique<PipelineRunner>(comm_, pipe_split_, replicas_, cfg_.pipeline_schedule);
     mo.input_grads = pipe_->stage() > 0;
+    std::vector<uint64_t> masked_bytes = cfg_.pipeline_masked_channels ? mask_pipeline_channels() : std::vector<uint64_t>();
     uint64_t cut_bytes = 0;
     for (size_t s = 0; s < pipe_split_.stages.size(); ++s) {
       const nn::PipelineStage& st = pipe_split_.stages[s];
@@ -514,7 +562,8 @@ class Trainer {
                    s + 1 < pipe_split_.stages.size()
                        ? fmt::format("; sends {} ({} bytes per sample)", crossing, pipe_split_.cut_bytes_per_sample(s))
                        : std::string());
-      if (s + 1 < pipe_split_.stages.size()) cut_bytes += pipe_split_.cut_bytes_per_sample(s);
+      if (s + 1 < pipe_split_.stages.size())
+        cut_bytes += masked_bytes.empty() ? pipe_split_.cut_bytes_per_sample(s) : masked_bytes[s];
     }
     // Closed form of the stage-to-stage traffic of one replica's step: every cut's values, for
     // every sample of the batch, forward and (gradients) backward.
@@ -524,6 +573,63 @@ class Trainer {
                  P_, replicas_, cfg_.pipeline_schedule, pipe_split_.named ? "named" : "balanced by MACs", micro_,
                  cfg_.batch_size / micro_, pipe_bytes_closed_form_,
                  static_cast<double>(P_ - 1) / static_cast<double>(micro_ + P_ - 1));
+  }
+
+  // Masked stage messages: the channels of each crossing value that are not structurally zero
+  // (nn/zero_channels.h, on the whole model as every rank loaded it), the parameter entries that
+  // hold the others at zero (pipe_fixed_; a `mask` model that keeps one of them is refused, naming
+  // it), and the masked bytes per sample of each cut. The same on every rank.
+  std::vector<uint64_t> mask_pipeline_channels() {
+    const nn::ZeroChannels zc = nn::analyze_zero_channels(loaded_.proto, cfg_.model);
+    std::map<std::string, std::vector<int64_t>> kept;
+    std::set<nn::ZeroHolder> fixed;
+    std::vector<uint64_t> bytes;
+    int64_t left_out = 0;
+    for (size_t s = 0; s + 1 < pipe_split_.stages.size(); ++s) {
+      uint64_t b = 0;
+      std::string line;
+      for (const auto& v : pipe_split_.stages[s].outputs) {
+        const int64_t C = v.sample_dims.empty() ? 0 : v.sample_dims[0];
+        const std::vector<char> z = zc.zero(v.name);
+        std::vector<int64_t> k;
+        for (int64_t c = 0; c < C; ++c)
+          if (z.size() != static_cast<size_t>(C) || !z[static_cast<size_t>(c)]) k.push_back(c);
+        const int64_t per = C > 0 ? v.sample_elements() / C : 0;
+        b += static_cast<uint64_t>(static_cast<int64_t>(k.size()) * per) * sizeof(float);
+        line += fmt::format("{}'{}' {} of {} channels", line.empty() ? "" : ", ", v.name, k.size(), C);
+        left_out += C - static_cast<int64_t>(k.size());
+        if (static_cast<int64_t>(k.size()) < C) {
+          for (const auto& h : zc.holders(v.name)) fixed.insert(h);
+          kept[v.name] = std::move(k);
+        }
+      }
+      spdlog::info("pipeline cut {} (masked channels): {}; {} bytes per sample (dense {})", s, line, b,
+                   pipe_split_.cut_bytes_per_sample(s));
+      bytes.push_back(b);
+    }
+    if (!cfg_.mask.empty()) {  // the mask model must not keep what holds a masked channel at zero
+      const onnxu::Model mm = onnxu::load_model(cfg_.mask);
+      std::map<std::string, const onnx::TensorProto*> by_name;
+      for (const auto& t : mm.proto.graph().initializer()) by_name[t.name()] = &t;
+      for (const auto& h : fixed) {
+        auto it = by_name.find(h.tensor);
+        if (it == by_name.end()) continue;
+        const Tensor m = nn::tensor_from_proto(*it->second);
+        const int64_t per = m.numel() / m.dim(0);
+        const float* slice = m.data() + h.channel * per;
+        if (m.rank() >= 2 && std::any_of(slice, slice + per, [](float x) { return x != 0.0f; }))
+          throw_error(ErrorKind::usage, "parallel.pipeline_masked_channels: the mask " + cfg_.mask + " keeps channel " +
+                                            std::to_string(h.channel) + " of '" + h.tensor + "' (node '" + h.node +
+                                            "'), which holds a masked channel at zero: mask it too, or leave the mask out");
+      }
+    }
+    pipe_fixed_.assign(fixed.begin(), fixed.end());
+    spdlog::info(
+        "pipeline masked channels: {} channel(s) over the cuts left out of the messages, held at zero by {} parameter "
+        "entries (filters, biases, BatchNormalization scale and bias)",
+        left_out, pipe_fixed_.size());
+    pipe_->set_kept_channels(std::move(kept));
+    return bytes;
   }
 
   dist::Communicator& stage_comm() { return pipe_ ? pipe_->replicas_comm() : comm_; }
@@ -772,6 +878,7 @@ class Trainer {
       summary["pipeline_stages"] = P_;
       summary["micro_batches"] = micro_;
       summary["pipeline_schedule"] = cfg_.pipeline_schedule;
+      summary["pipeline_masked_channels"] = cfg_.pipeline_masked_channels;
       for (const char* k : {"pipeline_bytes_per_step", "pipeline_bytes_per_step_closed_form", "pipeline_idle_fraction",
                             "pipeline_bubble_closed_form", "pipeline_recomputed_per_step", "pipeline_peak_stashed_bytes",
                             "pipeline_step_seconds"})
@@ -805,6 +912,7 @@ class Trainer {
   std::unique_ptr<PipelineRunner> pipe_;
   std::unique_ptr<nn::Model> whole_;  // pipeline: the whole model, for evaluation and the output
   uint64_t pipe_bytes_closed_form_ = 0, pipe_bytes_at_epoch_start_ = 0;
+  std::vector<nn::ZeroHolder> pipe_fixed_;  // masked pipeline channels: entries held at zero
   double pipe_idle_at_epoch_start_ = 0, pipe_step_seconds_at_epoch_start_ = 0;
   int64_t pipe_recomputed_at_epoch_start_ = 0, pipe_steps_at_epoch_start_ = 0;
   nn::SpatialSplit split_;

@@ -20,6 +20,7 @@ import onnx
 import pytest
 from onnx import shape_inference
 
+import hpcnn_test as H
 from test_dist_train import config as fm_config, dist_train, ok, small_idx, tiny_cnn, weights
 from test_dist_train_3d import config as cosmo_config
 
@@ -156,6 +157,105 @@ def test_resnet20_cut_across_a_skip_connection(tmp_path, resnet, ranks):
     assert s["train_loss"] == pytest.approx(ref["train_loss"], rel=1e-5)
     # Closed form from onnx's shape inference: both crossing values, batch 4, two directions.
     assert s["pipeline_bytes_per_step"] == s["pipeline_bytes_per_step_closed_form"] == 2 * 4 * sample_bytes
+
+
+
+def masked_tiny(tmp, rate):
+    """The tiny CNN with the smallest-L1 filters of c1 (8) and c2 (16) masked by prune-rate
+    --rate R --mask-channels; returns the model and the removed channels its report names."""
+    tmp.mkdir(exist_ok=True)
+    src = tiny_cnn(str(tmp / "tiny.onnx"))
+    out = tmp / f"masked{rate}.onnx"
+    report = H.prune(src, out, "--rate", rate, "--mask-channels")
+    return out, {L["name"]: L["removed_channels"] for L in report["layers"]}
+
+
+def zero_channels_by_onnxruntime(model, value):
+    """The channels of `value` that are exactly 0 for a random batch, found by running the masked
+    model in onnxruntime with `value` as an extra graph output (independent of dist-train's
+    analysis)."""
+    m = onnx.load(model)
+    m.graph.output.append(onnx.helper.make_tensor_value_info(value, onnx.TensorProto.FLOAT, None))
+    inits = {t.name for t in m.graph.initializer}
+    x = next(i.name for i in m.graph.input if i.name not in inits)
+    outs, _ = H.ort_run(m, {x: np.random.default_rng(1).standard_normal((8, 1, 28, 28)).astype(np.float32)})
+    return [c for c in range(outs[-1].shape[1]) if np.all(outs[-1][:, c] == 0)]
+
+
+@pytest.mark.parametrize("rate,cut,layer,C,hw,kept", [(0.5, "p1", "c1", 8, 14 * 14, 4), (0.75, "p1", "c1", 8, 14 * 14, 2),
+                                                    (0.5, "p2", "c2", 16, 7 * 7, 8)])
+def test_masked_channels_equal_dense_messages_and_one_process(tmp_path, rate, cut, layer, C, hw, kept):
+    """The tiny CNN with half (a quarter) of c1's and c2's channels kept: P = 2, m = 4 with masked
+    stage messages against P = 2 with dense ones and one process accumulating the 4 micro-batches:
+    same losses and weights after 3 steps. Cut at p1 = MaxPool(Relu(BN(c1))), [8, 14, 14] per sample
+    (held at zero by the BatchNormalization's zero scale and bias), or at p2 = MaxPool(Relu(c2)),
+    [16, 7, 7] (held by c2's zero filters and biases, which join the fixed mask): the messages carry
+    the kept channels only, kept x H x W x 4 bytes per sample, 16 samples, forward and backward.
+    The masked channels' parameters stay exactly 0."""
+    model, removed = masked_tiny(tmp_path / "m", rate)
+    assert len(removed[layer]) == C - kept
+    assert zero_channels_by_onnxruntime(model, cut) == removed[layer]
+    ref = ok(run(fm(tmp_path / "one", model, batch_size=4, accumulation_steps=4), 1))
+    pipe = ["--pipeline-stages", 2, "--micro-batches", 4, "--pipeline-cuts", cut]
+    dense = ok(run(fm(tmp_path / "dense", model, batch_size=16), 2, *pipe))
+    p = run(fm(tmp_path / "masked", model, batch_size=16), 2, *pipe, "--pipeline-masked-channels")
+    s = ok(p)
+    assert s["pipeline_masked_channels"] is True and dense["pipeline_masked_channels"] is False
+    assert f"'{cut}' {kept} of {C} channels; {kept * hw * 4} bytes per sample (dense {C * hw * 4})" in p.stderr, p.stderr[-3000:]
+    assert s["pipeline_bytes_per_step"] == s["pipeline_bytes_per_step_closed_form"] == 2 * 16 * kept * hw * 4
+    assert dense["pipeline_bytes_per_step"] == dense["pipeline_bytes_per_step_closed_form"] == 2 * 16 * C * hw * 4
+    for d, r in (("dense", dense), ("masked", s)):
+        assert_same_weights(tmp_path / "one" / "trained.onnx", tmp_path / d / "trained.onnx", model)
+        assert r["train_loss"] == pytest.approx(ref["train_loss"], rel=1e-5)
+        assert r["test_loss"] == pytest.approx(ref["test_loss"], rel=1e-5)
+        assert r["train_accuracy"] == ref["train_accuracy"]
+    w, start = weights(tmp_path / "masked" / "trained.onnx"), weights(model)
+    c1, c2 = removed["c1"], removed["c2"]
+    for name, ch in (("c1.w", c1), ("bn.scale", c1), ("bn.bias", c1), ("c2.w", c2), ("c2.b", c2)):
+        assert np.all(w[name][ch] == 0), name
+    kept1 = [c for c in range(8) if c not in c1]
+    assert not np.allclose(w["c1.w"][kept1], start["c1.w"][kept1])  # the kept channels trained
+
+
+def test_masked_resnet20_cut_across_a_skip_connection(tmp_path, resnet):
+    """ResNet-20 masked by prune-rate --rate 0.5 --mask-channels, cut inside its second residual
+    block: both crossing values (the block's first ReLU and the shortcut, whose channels are tied to
+    every block of the stage) travel as their non-zero channels. P = 2 with masked messages equals one
+    process accumulating the same 2 micro-batches; the bytes per step equal the closed form from the
+    zero channels onnxruntime finds and onnx's shape inference: sum of kept channels x H x W x 4 bytes,
+    4 samples, 2 directions."""
+    masked = tmp_path / "masked.onnx"
+    report = H.prune(resnet, masked, "--rate", "0.5", "--mask-channels")
+    assert any(L["removed_channels"] for L in report["layers"])
+    cut, crossing, dense_bytes = block_cut(masked)
+    m = shape_inference.infer_shapes(onnx.load(masked))
+    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in m.graph.value_info}
+    kept_bytes = 0
+    for v in crossing:
+        zero = zero_channels_by_onnxruntime(masked, v)
+        assert len(zero) == dims[v][1] // 2, v  # half of every group's channels
+        kept_bytes += 4 * (dims[v][1] - len(zero)) * int(np.prod(dims[v][2:]))
+    ref = ok(run(fm(tmp_path / "ref", masked, batch_size=2, accumulation_steps=2), 1))
+    p = run(fm(tmp_path / "pipe", masked, batch_size=4), 2, "--pipeline-stages", 2, "--micro-batches", 2, "--pipeline-cuts", cut,
+            "--pipeline-masked-channels")
+    s = ok(p)
+    assert_same_weights(tmp_path / "ref" / "trained.onnx", tmp_path / "pipe" / "trained.onnx", masked)
+    assert s["train_loss"] == pytest.approx(ref["train_loss"], rel=1e-5)
+    assert s["pipeline_bytes_per_step"] == s["pipeline_bytes_per_step_closed_form"] == 2 * 4 * kept_bytes
+    assert 2 * kept_bytes == dense_bytes
+
+
+def test_masked_channels_refuse_a_mask_that_keeps_them(tmp_path):
+    """A `mask` model (the fixed sparsity mask) that keeps a masked channel's filter: refused before
+    training, naming the tensor and the channel. Cut at p2 = MaxPool(Relu(c2)): c2's zero filters
+    and biases hold its masked channels at zero (at p1 the BatchNormalization's zero scale and bias
+    do, whatever c1's filters hold)."""
+    model, removed = masked_tiny(tmp_path / "m", 0.5)
+    p = run(fm(tmp_path / "r", model, batch_size=16, mask=str(tmp_path / "m" / "tiny.onnx")), 2, "--pipeline-stages", 2,
+            "--micro-batches", 4, "--pipeline-cuts", "p2", "--pipeline-masked-channels")
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert f"keeps channel {removed['c2'][0]} of 'c2.w'" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "r" / "trained.onnx").exists()
 
 
 @pytest.mark.parametrize("ranks,cut,sent,sample_bytes", [(2, None, "p1", 8 * 4 ** 3 * 4), (4, "c1", "c1", 8 * 8 ** 3 * 4)])

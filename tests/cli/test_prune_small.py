@@ -621,3 +621,68 @@ def test_scale_layer_constants_do_not_stop_the_pruning(via, tmp_path):
     assert w["scale"].shape == (4,) and w["shift"].shape == (4,)
     if via == "reshape":
         assert w["scale.shape"].tolist() == [1, 4, 1, 1]
+
+
+@pytest.mark.parametrize("case", [case_chain, case_residual])
+def test_mask_channels_zeroes_what_removal_removes(case, tmp_path):
+    """--mask-channels: the same rates and channels as removal, but every shape stays; the removed
+    channels' filters and biases are 0 and so are the scale and bias of the BatchNormalization
+    that reads the conv directly; nothing else changes. The masked model computes what the
+    physically pruned one computes (onnxruntime), and the masked channels are exactly 0 after the
+    BatchNormalization and the Relu (graph outputs added for them)."""
+    model, _, _ = case()
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    removed = prune(src, tmp_path / "r.onnx", "--rate", "0.5")
+    masked = prune(src, tmp_path / "k.onnx", "--rate", "0.5", "--mask-channels")
+    assert masked["mask_channels"] is True
+    rl = {L["name"]: L["removed_channels"] for L in removed["layers"]}
+    ml = {L["name"]: L["removed_channels"] for L in masked["layers"]}
+    assert rl == ml and any(rl.values())
+    before, after = weights_of(model), weights_of(onnx.load(tmp_path / "k.onnx"))
+    assert {k: v.shape for k, v in before.items()} == {k: v.shape for k, v in after.items()}
+    expected = {k: v.copy() for k, v in before.items()}  # the original with the masked slices zeroed, by hand
+    for L in masked["layers"]:
+        ch = L["removed_channels"]
+        if not ch:
+            continue
+        node = next(n for n in model.graph.node if n.name == L["name"])
+        axis = out_axis(L, model)
+        np.moveaxis(expected[L["weight"]], axis, 0)[ch] = 0
+        if len(node.input) > 2:
+            expected[node.input[2]][ch] = 0
+        for bn in (n for n in model.graph.node if n.op_type == "BatchNormalization" and n.input[0] == node.output[0]):
+            expected[bn.input[1]][ch] = 0
+            expected[bn.input[2]][ch] = 0
+    for k in before:
+        np.testing.assert_array_equal(after[k], expected[k], err_msg=k)
+    (ref,), feeds = ort_run(str(tmp_path / "r.onnx"))
+    (out,), _ = ort_run(str(tmp_path / "k.onnx"), feeds)
+    assert_close(out, ref)
+    # Intermediate values as graph outputs: the masked channels are exactly zero after each conv's
+    # BatchNormalization / Relu.
+    m = onnx.load(tmp_path / "k.onnx")
+    convs = {L["name"]: L["removed_channels"] for L in masked["layers"] if L["op"] == "Conv" and L["removed_channels"]}
+    probes = []
+    for n in m.graph.node:
+        if n.op_type in ("BatchNormalization", "Relu"):
+            src_conv = n.input[0]
+            prod = {o: p for p in m.graph.node for o in p.output}
+            while src_conv in prod and prod[src_conv].op_type in ("BatchNormalization", "Relu"):
+                src_conv = prod[src_conv].input[0]
+            if src_conv in prod and prod[src_conv].name in convs:
+                probes.append((n.output[0], convs[prod[src_conv].name]))
+    assert probes
+    for v, _ in probes:
+        m.graph.output.append(helper.make_tensor_value_info(v, onnx.TensorProto.FLOAT, None))
+    outs, _ = ort_run(m, feeds)
+    for (v, ch), o in zip(probes, outs[1:]):
+        assert np.all(o[:, ch] == 0), v
+        assert np.any(o != 0), v
+
+
+def test_mask_channels_refuses_unstructured(tmp_path):
+    model, _, _ = case_chain()
+    onnx.save(model, tmp_path / "m.onnx")
+    p = prune(tmp_path / "m.onnx", tmp_path / "k.onnx", "--unstructured", "0.5", "--mask-channels", check=False)
+    assert p.returncode == 1 and "--unstructured cannot be combined with --thresholds, --mask-channels" in p.stderr

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   std::string config, resume, evaluate, model, output, metrics, checkpoint, split = "test";
   int epochs = 0, batch = 0, threads = -1, spatial = 0, pipeline = 0, micro = 0;
   std::string pipeline_schedule, pipeline_cuts;
+  bool pipeline_masked = false;
   double lr = 0;
   bool print_config = false, force = false, fine_tune = false;
   std::vector<std::string> sets;
@@ -85,6 +86,9 @@ int main(int argc, char** argv) {
         app.add_option("--pipeline-cuts", pipeline_cuts,
                        "Override 'parallel.pipeline_cuts': the P - 1 tensors to cut after, comma-separated (default: "
                        "balanced by MACs)");
+        app.add_flag("--pipeline-masked-channels", pipeline_masked,
+                     "Set 'parallel.pipeline_masked_channels': stage messages carry only the channels that are not "
+                     "structurally zero (a prune-rate --mask-channels model)");
         app.add_option("--metrics", metrics, "Override 'metrics': JSON lines, one per epoch");
         app.add_option("--checkpoint", checkpoint, "Override 'checkpoint.path'");
         app.add_option("--set", sets, "Override any key: --set optimizer.type=lars (repeatable; value as JSON or a string)");
@@ -122,6 +126,7 @@ int main(int argc, char** argv) {
         if (spatial > 0) overrides.emplace_back("parallel.spatial", std::to_string(spatial));
         if (pipeline > 0) overrides.emplace_back("parallel.pipeline", std::to_string(pipeline));
         if (micro > 0) overrides.emplace_back("parallel.micro_batches", std::to_string(micro));
+        if (pipeline_masked) overrides.emplace_back("parallel.pipeline_masked_channels", "true");
         if (!pipeline_schedule.empty()) overrides.emplace_back("parallel.pipeline_schedule", str(pipeline_schedule));
         if (!pipeline_cuts.empty()) {
           nlohmann::json names = nlohmann::json::array();

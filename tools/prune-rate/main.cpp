@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   CLI::Option *opt_loss_before = nullptr, *opt_upper = nullptr;
   std::string model, output, thresholds_file, rates, keep;
   hpcnn::tool::ModelOutputFlags out;
+  bool mask_channels = false;
   double threshold = 0, target_params = 0, target_macs = 0, uniform = 0, unstructured = 0;
   CLI::Option *opt_unstructured = nullptr, *opt_threshold = nullptr, *opt_params = nullptr, *opt_macs = nullptr, *opt_rates = nullptr, *opt_uniform = nullptr,
               *opt_keep = nullptr;
@@ -83,6 +84,10 @@ int main(int argc, char** argv) {
             "--unstructured", unstructured,
             "Unstructured magnitude pruning instead: zero the fraction R in [0, 1) of smallest-|w| entries of each Conv/Gemm "
             "weight (per tensor), keeping shapes (the fixed mask of dist-train's sparse / mask keys)");
+        app.add_flag("--mask-channels", mask_channels,
+                     "Keep every shape: the chosen filters' weights and biases and their BatchNormalization's scale and "
+                     "bias become 0 instead of being removed (same rates and channels; dist-train's "
+                     "parallel.pipeline_masked_channels sends only the kept channels)");
         opt_rates = app.add_option("--rates", rates, "Comma-separated grid of candidate rates in [0, 1) (default 0,0.1,...,0.9)");
         opt_keep = app.add_option("--keep", keep,
                                   "Comma-separated layers never pruned (with every layer that shares their channels), e.g. "
@@ -113,8 +118,9 @@ int main(int argc, char** argv) {
           for (const CLI::Option* other : {opt_threshold, opt_params, opt_macs, opt_uniform, opt_rates, opt_keep})
             if (other->count())
               throw_error(ErrorKind::usage, "--unstructured cannot be combined with " + other->get_name());
-          if (!thresholds_file.empty() || data.given())
-            throw_error(ErrorKind::usage, "--unstructured cannot be combined with --thresholds or training data");
+          if (!thresholds_file.empty() || data.given() || mask_channels)
+            throw_error(ErrorKind::usage,
+                        "--unstructured cannot be combined with --thresholds, --mask-channels or training data");
           if (output == "-") throw_error(ErrorKind::usage, "-o -: prune-rate writes models to files, not to stdout");
           if (comm->size() > 1) throw_error(ErrorKind::usage, "--unstructured runs in one process, not under mpirun");
           if (!std::isfinite(unstructured) || unstructured < 0 || unstructured >= 1)
@@ -160,6 +166,7 @@ int main(int argc, char** argv) {
           o.keep.push_back(keep.substr(at, comma - at));
           at = comma + 1;
         }
+        o.mask_channels = mask_channels;
         o.external_data = out.external_data();
         o.overwrite = out.force;
         const bool data_driven = data.given();
