@@ -18,6 +18,7 @@ per layout:
   2x1  2 hosts x 1 rank (one rank per core: timings are clean)
   2x2  2 hosts x 2 ranks (4 ranks on this 2-core machine: oversubscribed, stated in the table)
   2x2rr  the same placed round-robin (mpirun --map-by node: rank r on host r mod 2)
+  3x2  3 hosts x 2 ranks (any HxR[rr] works: the test bed gets as many hosts as the largest layout)
 
 and per link: unshaped (the veth: kernel TCP, several GB/s) and shaped with tbf to each --rates
 value (this kernel has no netem, so no added delay). Each figure is the median over 21 calls of the
@@ -121,7 +122,8 @@ def main():
         multi = [lay for lay in a.layouts if not lay.startswith("1x")]
         if multi:
             subprocess.run([TESTBED, "--prefix", PREFIX, "down"], capture_output=True)
-            up = [TESTBED, "--prefix", PREFIX] + ([] if rate == "unshaped" else ["--rate", rate]) + ["up"]
+            hosts = max(shape(lay)[0] for lay in multi)
+            up = [TESTBED, "--prefix", PREFIX, "--hosts", str(hosts)] + ([] if rate == "unshaped" else ["--rate", rate]) + ["up"]
             subprocess.run(up, check=True, capture_output=True)
         try:
             for layout in a.layouts:
@@ -134,7 +136,8 @@ def main():
                     fastest = min(t, key=t.get)
                     ok = t[pick] <= 1.05 * t[fastest]
                     verdicts.append(ok)
-                    note = " (4 ranks on 2 cores)" if layout.startswith("2x2") else ""
+                    hosts, per, _ = shape(layout)
+                    note = f" ({hosts * per} ranks on {os.cpu_count()} cores)" if hosts * per > (os.cpu_count() or 1) else ""
                     han_text = f"{han:.3f}" if isinstance(han, float) else han
                     print(f"| {rate if not layout.startswith('1x') else 'shared memory'} | {layout}{note} | {name} "
                           f"({count * 4 / 2**20:.2f} MiB) | {t['flat']:.3f} | {t['hierarchical']:.3f} | {han_text} | "
