@@ -587,6 +587,16 @@ std::string attr_string(const onnx::NodeProto& node, const std::string& name, co
   return a ? a->s() : fallback;
 }
 
+onnx::TensorProto* mutable_constant_tensor(onnx::GraphProto& graph, const std::string& value) {
+  for (auto& t : *graph.mutable_initializer())
+    if (t.name() == value) return &t;
+  for (auto& n : *graph.mutable_node())
+    if (n.op_type() == "Constant" && n.output_size() == 1 && n.output(0) == value)
+      for (auto& a : *n.mutable_attribute())
+        if (a.name() == "value" && a.has_t()) return a.mutable_t();
+  return nullptr;
+}
+
 std::optional<ConstantRef> find_constant(const GraphView& view, const std::string& value) {
   if (const auto* t = view.initializer(value)) {
     ConstantRef r{ConstantRef::Kind::initializer, value, -1, {}, onnx::TensorProto::FLOAT, 0, {}};

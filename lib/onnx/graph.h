@@ -117,6 +117,11 @@ struct ConstantRef {
 
 std::optional<ConstantRef> find_constant(const GraphView& view, const std::string& value);
 
+// The TensorProto holding `value` in `graph` for editing in place: an initializer, or the `value`
+// attribute of the Constant node that produces it; nullptr when it is neither (an input, a
+// computed value, a ConstantOfShape). No copy: the pointer lives as long as the graph is unchanged.
+onnx::TensorProto* mutable_constant_tensor(onnx::GraphProto& graph, const std::string& value);
+
 // Values of a small constant (e.g. a Reshape shape) as int64; nullopt if not constant.
 std::optional<std::vector<int64_t>> constant_int64s(const GraphView& view, const std::string& value);
 // The same as double (e.g. Resize scales).

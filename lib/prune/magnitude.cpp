@@ -7,22 +7,12 @@
 #include <set>
 
 #include "core/error.h"
+#include "onnx/graph.h"
 #include "onnx/tensor.h"
 
 namespace hpcnn::prune {
 
 namespace {
-
-// The TensorProto holding `name`: an initializer, or the `value` of the Constant node producing it.
-onnx::TensorProto* find_weight(onnx::GraphProto& g, const std::string& name) {
-  for (auto& t : *g.mutable_initializer())
-    if (t.name() == name) return &t;
-  for (auto& n : *g.mutable_node())
-    if (n.op_type() == "Constant" && n.output_size() == 1 && n.output(0) == name)
-      for (auto& a : *n.mutable_attribute())
-        if (a.name() == "value" && a.has_t()) return a.mutable_t();
-  return nullptr;
-}
 
 int64_t prune_tensor(onnx::TensorProto& t, double rate) {
   onnxu::ensure_raw(t);
@@ -54,7 +44,7 @@ std::vector<MagnitudeLayer> magnitude_prune(onnx::ModelProto& model, double rate
     if ((node.op_type() != "Conv" && node.op_type() != "Gemm") || node.input_size() < 2) continue;
     const std::string& name = node.input(1);
     if (!done.insert(name).second) continue;
-    onnx::TensorProto* t = find_weight(g, name);
+    onnx::TensorProto* t = onnxu::mutable_constant_tensor(g, name);
     if (!t || t->data_type() != onnx::TensorProto::FLOAT)
       throw_error(ErrorKind::unsupported, "node '" + node.name() + "' (" + node.op_type() + "): its weight '" + name + "' is " +
                                               (t ? "of dtype " + onnxu::dtype_name(t->data_type()) + ", not FLOAT"

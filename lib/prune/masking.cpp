@@ -10,21 +10,10 @@
 namespace hpcnn::prune {
 namespace {
 
-// The TensorProto holding `name`: an initializer, or the `value` of the Constant node producing it.
-onnx::TensorProto* find_tensor(onnx::GraphProto& g, const std::string& name) {
-  for (auto& t : *g.mutable_initializer())
-    if (t.name() == name) return &t;
-  for (auto& n : *g.mutable_node())
-    if (n.op_type() == "Constant" && n.output_size() == 1 && n.output(0) == name)
-      for (auto& a : *n.mutable_attribute())
-        if (a.name() == "value" && a.has_t()) return a.mutable_t();
-  return nullptr;
-}
-
 // Sets the slices `channels` along `axis` of the FLOAT constant `name` to 0.
 void zero_slices(onnx::GraphProto& g, const std::string& node, const std::string& name, int axis,
                  const std::vector<int64_t>& channels, int64_t expected) {
-  onnx::TensorProto* t = find_tensor(g, name);
+  onnx::TensorProto* t = onnxu::mutable_constant_tensor(g, name);
   if (!t || t->data_type() != onnx::TensorProto::FLOAT)
     throw_error(ErrorKind::unsupported, node + ": '" + name + "' is " +
                                             (t ? "of dtype " + onnxu::dtype_name(t->data_type()) + ", not FLOAT"
@@ -67,7 +56,7 @@ std::vector<MaskedTensor> apply_channel_mask(onnx::ModelProto& model, const Chan
     const std::string where = "node '" + L.name + "' (" + L.op + ")";
     zero(L.name, L.weight.name, L.weight_axis, removed, L.channels);
     if ((L.op == "Conv" || L.op == "Gemm") && n.input_size() > 2 && !n.input(2).empty()) {
-      const onnx::TensorProto* b = find_tensor(g, n.input(2));
+      const onnx::TensorProto* b = onnxu::mutable_constant_tensor(g, n.input(2));
       if (!b)
         throw_error(ErrorKind::unsupported, where + ": its bias '" + n.input(2) + "' is not an initializer or a Constant node");
       if (L.op == "Conv" || (b->dims_size() == 1 && b->dims(0) == L.channels))
