@@ -32,8 +32,7 @@ SumChoice choose_sum_algorithm(const std::string& requested, const Communicator&
   return choose_sum_algorithm(requested, comm.node_count(), comm.local_size(), comm.nodes_uniform());
 }
 
-SumChoice choose_sum_algorithm_measured(const std::string& requested, Communicator& comm, float* data, size_t count,
-                                        int rounds) {
+SumChoice choose_sum_algorithm_measured(const std::string& requested, Communicator& comm, float* data, size_t count, int rounds) {
   SumChoice rule = choose_sum_algorithm(requested, comm);
   if (requested != "auto" || rule.algorithm != SumAlgorithm::hierarchical || count == 0) return rule;
   std::fill(data, data + count, 0.0f);
