@@ -285,14 +285,7 @@ class Trainer {
     if (!pipe_fixed_.empty()) {
       layout = masked_channels_layout(params);
     } else if (!cfg_.mask.empty()) {
-      onnxu::Model mask_model = onnxu::load_model(cfg_.mask);
-      std::map<std::string, const onnx::TensorProto*> by_name;
-      for (const auto& t : mask_model.proto.graph().initializer()) by_name[t.name()] = &t;
-      std::vector<Tensor> masks;
-      for (const auto& p : params) {
-        auto it = by_name.find(p.name);
-        masks.push_back(it != by_name.end() ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f));
-      }
+      std::vector<Tensor> masks = mask_model_masks(params);
       layout = parameter_layout(params, true, &masks);
     } else if (cfg_.sparse && !run_.resume.empty()) {
       // Resuming a sparse run: the kept positions are the non-zero weights or state of the
@@ -316,6 +309,20 @@ class Trainer {
                  exchange_->layout().total, exchange_->layout().full, exchange_->bytes_per_step());
   }
 
+  // Per parameter: the tensor of the same name in the `mask` model (its zeros are the fixed mask),
+  // or ones where that model has none.
+  std::vector<Tensor> mask_model_masks(const std::vector<nn::Parameter>& params) const {
+    onnxu::Model mask_model = onnxu::load_model(cfg_.mask);
+    std::map<std::string, const onnx::TensorProto*> by_name;
+    for (const auto& t : mask_model.proto.graph().initializer()) by_name[t.name()] = &t;
+    std::vector<Tensor> masks;
+    for (const auto& p : params) {
+      auto it = by_name.find(p.name);
+      masks.push_back(it != by_name.end() ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f));
+    }
+    return masks;
+  }
+
   // The layout of masked pipeline messages: the fixed mask (the `mask` model's zeros, or with
   // `sparse` the zero weights of rank >= 2) plus the entries that hold the masked channels at zero
   // (pipe_fixed_), which makes those biases and BatchNormalization parameters sparse too.
@@ -324,21 +331,15 @@ class Trainer {
       throw_error(ErrorKind::usage,
                   "parallel.pipeline_masked_channels with sparse and --resume: not built (pipeline runs have no "
                   "checkpoints)");
-    std::map<std::string, const onnx::TensorProto*> by_name;
-    onnxu::Model mask_model;
-    if (!cfg_.mask.empty()) {
-      mask_model = onnxu::load_model(cfg_.mask);
-      for (const auto& t : mask_model.proto.graph().initializer()) by_name[t.name()] = &t;
-    }
+    const std::vector<Tensor> from_mask = cfg_.mask.empty() ? std::vector<Tensor>{} : mask_model_masks(params);
     std::vector<Tensor> masks;
     std::vector<bool> eligible;
     const bool base = !cfg_.mask.empty() || cfg_.sparse;
     int64_t added = 0;
-    for (const auto& p : params) {
-      auto it = by_name.find(p.name);
+    for (size_t k = 0; k < params.size(); ++k) {
+      const nn::Parameter& p = params[k];
       // Parameters of rank < 2 stay dense under `mask` and `sparse`: only the holders' entries fix them.
-      Tensor m =
-          it != by_name.end() && p.value.rank() >= 2 ? nn::tensor_from_proto(*it->second) : Tensor::full(p.value.shape(), 1.0f);
+      Tensor m = !from_mask.empty() && p.value.rank() >= 2 ? from_mask[k] : Tensor::full(p.value.shape(), 1.0f);
       if (cfg_.mask.empty() && cfg_.sparse && p.value.rank() >= 2)
         for (int64_t i = 0; i < m.numel(); ++i) m.data()[i] = p.value.data()[i] != 0.0f ? 1.0f : 0.0f;
       bool mine = false;
