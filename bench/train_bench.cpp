@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/allocator.h"
 #include "core/error.h"
 #include "core/heap.h"
 #include "nn/loss.h"
@@ -208,12 +209,14 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     if (!std::isfinite(loss)) std::fprintf(stderr, "train_bench: warning: loss is %g\n", loss);
     std::printf(
-        "{\"engine\": \"hpcnn\", \"model\": \"%s\", \"loss_kind\": \"%s\", \"input\": \"%s\", \"threads\": %d, \"batch\": %d, \"warmup\": %d, \"steps\": %d, "
+        "{\"engine\": \"hpcnn\", \"model\": \"%s\", \"loss_kind\": \"%s\", \"input\": \"%s\", \"threads\": %d, \"batch\": %d, "
+        "\"warmup\": %d, \"steps\": %d, "
         "\"seconds\": %.4f, \"cpu_seconds\": %.4f, \"images_per_s\": %.2f, \"images_per_cpu_s\": %.2f, "
         "\"step_ms_min\": %.2f, \"step_ms_median\": %.2f, \"loss_first\": %.5f, \"loss\": %.5f, "
-        "\"rss_mib_load_fwd_bwd_sgd\": [%.1f, %.1f, %.1f, %.1f], \"peak_rss_mib\": %.1f}\n",
-        path.c_str(), loss_kind.c_str(), shape_to_string(shape).c_str(), nn::num_threads(), batch, warmup, steps, seconds, cpu, steps * batch / seconds, steps * batch / cpu,
-        ms.front(), ms[ms.size() / 2], first_loss, loss, rss[0], rss[1], rss[2], rss[3], peak_rss_mib());
+        "\"rss_mib_load_fwd_bwd_sgd\": [%.1f, %.1f, %.1f, %.1f], \"peak_rss_mib\": %.1f, \"allocator\": \"%s\"}\n",
+        path.c_str(), loss_kind.c_str(), shape_to_string(shape).c_str(), nn::num_threads(), batch, warmup, steps, seconds, cpu,
+        steps * batch / seconds, steps * batch / cpu, ms.front(), ms[ms.size() / 2], first_loss, loss, rss[0], rss[1], rss[2],
+        rss[3], peak_rss_mib(), tool::allocator_name().c_str());
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "train_bench: error: %s\n", e.what());

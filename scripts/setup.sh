@@ -17,6 +17,7 @@ debs=(
   libopenmpi-dev openmpi-bin
   zlib1g-dev libxxhash-dev
   libeigen3-dev                                      # sparsify-fcl: the eigendecompositions of its SVD initialisation
+  libgoogle-perftools-dev                            # tcmalloc, the allocator of the training tools (tools/common/allocator.h)
   python3 python3-venv python3-dev time
   dataset-fashion-mnist
   help2man                                           # man pages from --help at build time

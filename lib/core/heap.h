@@ -10,6 +10,9 @@
 // Fashion-MNIST CNN at one thread). retain_freed_memory() fixes both thresholds (glibc mallopt),
 // so that freed buffers stay in the heap for the next step: peak RSS stays what the largest step
 // needs, and the memory is returned at exit.
+// The training tools link tcmalloc where the build finds it (tools/common/allocator.h), which
+// reuses freed blocks of every size; its mallopt does nothing, and this setting matters only to a
+// build with glibc's malloc (-DHPCNN_ALLOCATOR=SYSTEM or no libgoogle-perftools-dev).
 #include <cstddef>
 
 namespace hpcnn {

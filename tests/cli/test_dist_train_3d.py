@@ -98,6 +98,9 @@ def normalised(v):
 def test_regression_trains_and_evaluate_matches_numpy(tmp_path):
     s = ok(dist_train("--config", config(tmp_path)))
     assert s["task"] == "regression" and s["steps"] == 3 * 8
+    # The allocator the build linked (tcmalloc where libgoogle-perftools-dev is installed) is the
+    # one the ranks run on.
+    assert s["allocator"].startswith(os.environ["HPCNN_EXPECT_ALLOCATOR"]), s["allocator"]
     lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     for k in ("train_loss", "train_mae", "test_mse", "test_mae", "test_mae_per_target"):
         assert k in lines[0], lines[0]

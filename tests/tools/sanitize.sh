@@ -8,7 +8,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build="${HPCNN_SANITIZE_DIR:-$here/build-sanitize}"
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" -DHPCNN_WITH_CUDA=OFF "$@" >&2
+  -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" -DHPCNN_WITH_CUDA=OFF \
+  -DHPCNN_ALLOCATOR=SYSTEM "$@" >&2  # AddressSanitizer brings its own malloc: no tcmalloc in the tools
 cmake --build "$build" -j"$(nproc)" --target unit_tests >&2
 cd "$build"
 # OpenMP's runtime keeps its thread pool alive at exit: not a leak of ours.

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "common/allocator.h"
 #include "common/model_outputs.h"
 #include "common/numbers.h"
 #include "common/outputs.h"
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
               bar->update(done, loss);
             };
           result = hpcnn::train::run_training(cfg, *comm, ro);
+          result["allocator"] = hpcnn::tool::allocator_name();
         }
         if (comm->rank() == 0) std::cout << result.dump() << std::endl;
         return result.value("stopped", false) ? hpcnn::train::kStoppedExitCode : 0;

@@ -5,11 +5,14 @@
 
 namespace hpcnn::ops::cpu {
 
+// The loops read the parameters from locals and the data through __restrict pointers (a store to
+// the output could otherwise change `p`), and vectorize with -fno-trapping-math (lib/ops/CMakeLists.txt).
 Tensor activation_forward(const Tensor& x, const ActivationParams& p) {
   Tensor y(x.shape(), x.layout());
-  const float* a = x.data();
-  float* b = y.data();
+  const float* __restrict a = x.data();
+  float* __restrict b = y.data();
   const int64_t n = x.numel();
+  const float alpha = p.alpha, lo = p.lo, hi = p.hi;
   switch (p.kind) {
     case Activation::relu:
 #pragma omp parallel for simd if (n > 65536)
@@ -17,7 +20,7 @@ Tensor activation_forward(const Tensor& x, const ActivationParams& p) {
       break;
     case Activation::leaky_relu:
 #pragma omp parallel for simd if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) b[i] = a[i] >= 0.0f ? a[i] : p.alpha * a[i];
+      for (int64_t i = 0; i < n; ++i) b[i] = a[i] >= 0.0f ? a[i] : alpha * a[i];
       break;
     case Activation::sigmoid:
 #pragma omp parallel for if (n > 65536)
@@ -25,7 +28,7 @@ Tensor activation_forward(const Tensor& x, const ActivationParams& p) {
       break;
     case Activation::clip:
 #pragma omp parallel for simd if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) b[i] = std::min(std::max(a[i], p.lo), p.hi);
+      for (int64_t i = 0; i < n; ++i) b[i] = std::min(std::max(a[i], lo), hi);
       break;
     case Activation::tanh:
 #pragma omp parallel for if (n > 65536)
@@ -38,10 +41,11 @@ Tensor activation_forward(const Tensor& x, const ActivationParams& p) {
 Tensor activation_backward(const Tensor& saved, const Tensor& gy_in, const ActivationParams& p) {
   const Tensor gy = to_layout(gy_in, saved.layout());
   Tensor gx(saved.shape(), saved.layout());
-  const float* s = saved.data();
-  const float* g = gy.data();
-  float* o = gx.data();
+  const float* __restrict s = saved.data();
+  const float* __restrict g = gy.data();
+  float* __restrict o = gx.data();
   const int64_t n = saved.numel();
+  const float alpha = p.alpha, lo = p.lo, hi = p.hi;
   switch (p.kind) {
     case Activation::relu:
 #pragma omp parallel for simd if (n > 65536)
@@ -54,7 +58,7 @@ Tensor activation_backward(const Tensor& saved, const Tensor& gy_in, const Activ
 #pragma omp parallel for simd if (n > 65536)
       for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i];
-        o[i] = s[i] >= 0.0f ? gi : p.alpha * gi;
+        o[i] = s[i] >= 0.0f ? gi : alpha * gi;
       }
       break;
     case Activation::sigmoid:
@@ -65,7 +69,7 @@ Tensor activation_backward(const Tensor& saved, const Tensor& gy_in, const Activ
 #pragma omp parallel for simd if (n > 65536)
       for (int64_t i = 0; i < n; ++i) {
         const float gi = g[i];
-        o[i] = (s[i] >= p.lo && s[i] <= p.hi) ? gi : 0.0f;
+        o[i] = (s[i] >= lo && s[i] <= hi) ? gi : 0.0f;
       }
       break;
     case Activation::tanh:

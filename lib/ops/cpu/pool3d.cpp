@@ -93,6 +93,59 @@ int64_t window_count(const Geometry& g, const Pool3dParams& p, int64_t od, int64
   return n;
 }
 
+// True when no window needs clipping: no padding, no dilation, every window inside the input (the
+// usual kernel = stride pooling of 3-D CNNs, CosmoFlow's MaxPool 2 / stride 2 among them).
+bool windows_inside(const Geometry& g, const Pool3dParams& p) {
+  for (int i = 0; i < 3; ++i)
+    if (g.pads[i] || g.pads[i + 3] || p.dilation[i] != 1 || (g.out[i] - 1) * p.stride[i] + p.kernel[i] > g.in[i]) return false;
+  return true;
+}
+
+// MaxPool over windows that windows_inside accepts, without the clipping walk of for_each_window:
+// the same taps in the same order (D, then H, then W), so the same maximum and the same argmax
+// (the first maximal element wins). `arg` may be null (inference).
+void maxpool3d_inside(const Geometry& g, const Pool3dParams& p, const float* xp, float* yp, int32_t* arg) {
+  const int64_t H = g.in[1], W = g.in[2], HW = H * W, iv = g.in_volume(), ov = g.out_volume();
+  const int64_t kd = p.kernel[0], kh = p.kernel[1], kw = p.kernel[2];
+  const int64_t sd = p.stride[0], sh = p.stride[1], sw = p.stride[2];
+  const bool cube2 = kd == 2 && kh == 2 && kw == 2;
+  const int64_t planes = g.N * g.C;
+#pragma omp parallel for if (planes * ov > 8192)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* in = xp + pl * iv;
+    float* out = yp + pl * ov;
+    int32_t* am = arg ? arg + pl * ov : nullptr;
+    int64_t o = 0;
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+          const int64_t base = (od * sd * H + oh * sh) * W + ow * sw;
+          float best = in[base];
+          int64_t at = base;
+          if (cube2) {
+            const int64_t offs[7] = {1, W, W + 1, HW, HW + 1, HW + W, HW + W + 1};
+            for (const int64_t off : offs)
+              if (in[base + off] > best) {
+                best = in[base + off];
+                at = base + off;
+              }
+          } else {
+            for (int64_t a = 0; a < kd; ++a)
+              for (int64_t b = 0; b < kh; ++b)
+                for (int64_t c = 0; c < kw; ++c) {
+                  const int64_t i = base + (a * H + b) * W + c;
+                  if (in[i] > best) {
+                    best = in[i];
+                    at = i;
+                  }
+                }
+          }
+          out[o] = best;
+          if (am) am[o] = static_cast<int32_t>(at);
+        }
+  }
+}
+
 }  // namespace
 
 Tensor maxpool3d_forward(const Tensor& x_in, const Pool3dParams& p, MaxPoolSaved* saved) {
@@ -104,6 +157,10 @@ Tensor maxpool3d_forward(const Tensor& x_in, const Pool3dParams& p, MaxPoolSaved
   const float* xp = x.data();
   float* yp = y.data();
   int32_t* arg = saved ? saved->argmax.data() : nullptr;
+  if (windows_inside(g, p)) {
+    maxpool3d_inside(g, p, xp, yp, arg);
+    return y;
+  }
 #pragma omp parallel for if (y.numel() > 8192)
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float* in = xp + pl * iv;
