@@ -56,7 +56,8 @@ class HaloExchangeLayer final : public Layer {
     if (lo_ > D || hi_ > D)
       throw_error(ErrorKind::bad_input, "HaloExchange: a halo of " + std::to_string(std::max(lo_, hi_)) +
                                             " planes from a slab of " + std::to_string(D));
-    Tensor y = Tensor::zeros({shape_[0], shape_[1], lo_ + D + hi_, shape_[3], shape_[4]});
+    // Every plane of y is written below: the slab, then the halos (zeros where no neighbour sends).
+    Tensor y({shape_[0], shape_[1], lo_ + D + hi_, shape_[3], shape_[4]});
     copy_planes(x.data(), D, 0, y.data(), lo_ + D + hi_, lo_, D, nc, P);
     std::vector<float> to_prev(static_cast<size_t>(nc * hi_ * P)), to_next(static_cast<size_t>(nc * lo_ * P));
     std::vector<float> from_prev(static_cast<size_t>(nc * lo_ * P), 0.0f), from_next(static_cast<size_t>(nc * hi_ * P), 0.0f);
