@@ -23,8 +23,17 @@ TARGETS = ("Omega_m", "sigma_8", "n_s", "h")
 def main():
     if len(sys.argv) != 4:
         sys.exit("usage: evaluate_onnx.py MODEL.onnx CONFIG.json DATA_DIR")
-    model, config, data = sys.argv[1:]
-    aug = json.load(open(config))["augmentation"]
+    try:
+        evaluate(*sys.argv[1:])
+    except Exception as e:  # a missing or malformed model, config or data set; onnxruntime's own errors
+        print(f"evaluate_onnx: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def evaluate(model, config, data):
+    aug = json.load(open(config)).get("augmentation", {})
+    if "mean" not in aug or "std" not in aug:
+        raise ValueError(f"{config}: no augmentation.mean and augmentation.std (a configs/cosmoflow training config)")
     mean = np.float32(aug["mean"])[None, :, None, None, None]
     std = np.float32(aug["std"])[None, :, None, None, None]
     volumes = np.load(os.path.join(data, "test_volumes.npy"), mmap_mode="r")

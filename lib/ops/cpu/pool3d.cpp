@@ -2,6 +2,7 @@
 // the volumes), windows clipped to the input per axis.
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/conv.h"
@@ -105,10 +106,11 @@ bool windows_inside(const Geometry& g, const Pool3dParams& p) {
 // the same taps in the same order (D, then H, then W), so the same maximum and the same argmax
 // (the first maximal element wins). `arg` may be null (inference).
 void maxpool3d_inside(const Geometry& g, const Pool3dParams& p, const float* xp, float* yp, int32_t* arg) {
-  const int64_t H = g.in[1], W = g.in[2], HW = H * W, iv = g.in_volume(), ov = g.out_volume();
-  const int64_t kd = p.kernel[0], kh = p.kernel[1], kw = p.kernel[2];
-  const int64_t sd = p.stride[0], sh = p.stride[1], sw = p.stride[2];
-  const bool cube2 = kd == 2 && kh == 2 && kw == 2;
+  const int64_t H = g.in[1], W = g.in[2], iv = g.in_volume(), ov = g.out_volume();
+  std::vector<int64_t> taps;  // a window's offsets from its first tap, in D, H, W order
+  for (int64_t a = 0; a < p.kernel[0]; ++a)
+    for (int64_t b = 0; b < p.kernel[1]; ++b)
+      for (int64_t c = 0; c < p.kernel[2]; ++c) taps.push_back((a * H + b) * W + c);
   const int64_t planes = g.N * g.C;
 #pragma omp parallel for if (planes * ov > 8192)
   for (int64_t pl = 0; pl < planes; ++pl) {
@@ -119,27 +121,14 @@ void maxpool3d_inside(const Geometry& g, const Pool3dParams& p, const float* xp,
     for (int64_t od = 0; od < g.out[0]; ++od)
       for (int64_t oh = 0; oh < g.out[1]; ++oh)
         for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-          const int64_t base = (od * sd * H + oh * sh) * W + ow * sw;
+          const int64_t base = (od * p.stride[0] * H + oh * p.stride[1]) * W + ow * p.stride[2];
           float best = in[base];
           int64_t at = base;
-          if (cube2) {
-            const int64_t offs[7] = {1, W, W + 1, HW, HW + 1, HW + W, HW + W + 1};
-            for (const int64_t off : offs)
-              if (in[base + off] > best) {
-                best = in[base + off];
-                at = base + off;
-              }
-          } else {
-            for (int64_t a = 0; a < kd; ++a)
-              for (int64_t b = 0; b < kh; ++b)
-                for (int64_t c = 0; c < kw; ++c) {
-                  const int64_t i = base + (a * H + b) * W + c;
-                  if (in[i] > best) {
-                    best = in[i];
-                    at = i;
-                  }
-                }
-          }
+          for (size_t t = 1; t < taps.size(); ++t)
+            if (in[base + taps[t]] > best) {
+              best = in[base + taps[t]];
+              at = base + taps[t];
+            }
           out[o] = best;
           if (am) am[o] = static_cast<int32_t>(at);
         }
