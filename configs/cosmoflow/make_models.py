@@ -26,7 +26,7 @@ bench/cosmoflow_torch.py's module's state_dict, so weights move between the two 
 The Dropout ratios and the 1.2 scale are initializers too (dropout.ratio, scale.value) but are not
 trained parameters: the printed count leaves them out.
 
-Usage: make_models.py OUTDIR [--seed N] [--sizes 32 64 128] [--kernels 3 2]
+Usage: make_models.py OUTDIR [--seed N] [--sizes 32 64 128] [--kernels 3 2] [--dropout R]
 """
 import argparse
 import math
@@ -88,8 +88,9 @@ class CosmoBuilder(GraphBuilder):
         return self.add_node(op, ins, [name], name=name, **attrs)
 
 
-def cosmoflow(size, k, seed):
-    """The reference network for S^3 inputs and kernel k (3: MLPerf HPC v1.0; 2: v0.7)."""
+def cosmoflow(size, k, seed, dropout=0.5):
+    """The reference network for S^3 inputs and kernel k (3: MLPerf HPC v1.0; 2: v0.7); `dropout`:
+    the ratio of both Dropout nodes (the reference's 0.5)."""
     b = CosmoBuilder(seed)
     L = n_blocks(size)
     x, cin = "input", 4
@@ -100,7 +101,7 @@ def cosmoflow(size, k, seed):
         x = b.op("MaxPool", f"pool{i + 1}", [x], kernel_shape=[2] * 3, strides=[2] * 3)
         cin = cout
     x = b.op("Flatten", "flatten", [x], axis=1)
-    ratio = b.init("dropout.ratio", np.array(0.5))
+    ratio = b.init("dropout.ratio", np.array(dropout))
     x = b.dense("fc1", x, cin * 4 ** 3, 128)
     x = b.op("LeakyRelu", "lrelu_fc1", [x], alpha=0.3)
     x = b.op("Dropout", "dropout1", [x, ratio])
@@ -125,14 +126,20 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights (default 0)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[32, 64, 128], help="input sizes S (default 32 64 128)")
     ap.add_argument("--kernels", type=int, nargs="+", default=[3, 2], help="conv kernel sizes (default 3 2)")
+    ap.add_argument("--dropout", type=float, default=0.5,
+                    help="ratio of both Dropout nodes (default 0.5, the reference's); another ratio adds "
+                         "_dropout<ratio> to the file name. Same initial weights for every ratio")
     a = ap.parse_args()
+    if not 0 <= a.dropout < 1:
+        ap.error(f"--dropout must be in [0, 1), got {a.dropout}")
     os.makedirs(a.outdir, exist_ok=True)
     for size in a.sizes:
         for k in a.kernels:
-            m = cosmoflow(size, k, a.seed)
+            m = cosmoflow(size, k, a.seed, a.dropout)
             n = trained_params(m)
             assert n == param_count(size, k), (n, param_count(size, k))
-            path = os.path.join(a.outdir, f"cosmoflow_{size}_k{k}.onnx")
+            tail = "" if a.dropout == 0.5 else f"_dropout{a.dropout:g}"
+            path = os.path.join(a.outdir, f"cosmoflow_{size}_k{k}{tail}.onnx")
             tmp = path + ".tmp"
             onnx.save(m, tmp)
             os.replace(tmp, path)

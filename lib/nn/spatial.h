@@ -49,6 +49,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,12 @@ struct SpatialSplit {
   int64_t input_depth = 0;       // D of the graph input
   std::vector<HaloPlan> halos;   // one per Conv on a slab, in graph order
   std::vector<std::string> gathered;  // the values gathered (where the graph leaves the slabs)
+  // The initializers that a node on a slab reads (Conv weights and biases, BatchNormalization
+  // scale and bias, a depthless operand of Add/Sub/Mul): their gradients are this slab's partial
+  // sums. Every other initializer is read only by the layers after a SlabGather, which run alike on
+  // every rank of the group, so that its gradient is the same on all of them (train/ sums it over
+  // the replicas only).
+  std::set<std::string> slab_initializers;
   // Forward halo bytes per sample of one interior rank (sum over convs of (lo + hi) * C * H * W * 4).
   uint64_t halo_bytes_per_sample() const;
 };

@@ -142,6 +142,12 @@ class Splitter {
       o->set_version(1);
     }
     r.halos = std::move(halos_);
+    for (const auto& n : r.model.graph().node()) {
+      if (n.domain() == kSpatialDomain && n.op_type() == "SlabGather") continue;
+      if (std::none_of(n.input().begin(), n.input().end(), [&](const std::string& v) { return split_.count(v) > 0; })) continue;
+      for (const auto& v : n.input())
+        if (inits_.count(v)) r.slab_initializers.insert(v);
+    }
     for (const auto& [value, gathered] : gathered_) r.gathered.push_back(value);
     return r;
   }
@@ -228,6 +234,7 @@ class Splitter {
     nodes_.push_back(h);
     halos_.push_back({who, lo, hi, x[1], x[3], x[4]});
     n.set_input(0, halo);
+    split_.insert(halo);
     drop_attr(n, "auto_pad");
     set_ints(n, "pads", {0, ax[1].pb, ax[2].pb, 0, ax[1].pe, ax[2].pe});
     for (const auto& o : n.output()) split_.insert(o);

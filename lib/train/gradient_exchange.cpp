@@ -62,7 +62,8 @@ GradientExchange::GradientExchange(dist::Communicator& comm, dist::FusedLayout l
       layout_(std::move(layout)),
       algorithm_(dist::choose_sum_algorithm(algorithm, comm)),
       positions_(position_tensors(layout_, device)),
-      fused_({static_cast<int64_t>(layout_.total)}, Layout::plain, DType::f32, device) {
+      fused_({static_cast<int64_t>(layout_.total)}, Layout::plain, DType::f32, device),
+      replicated_from_(layout_.total) {
   for (auto& pos : layout_.positions) std::vector<int32_t>().swap(pos);  // positions_ holds them now
   // auto on several nodes of several ranks: timed on this buffer (host memory only: a device
   // buffer keeps the rule's choice).
@@ -84,8 +85,31 @@ void GradientExchange::exchange(const std::vector<nn::Parameter>& params, int lo
     else
       ops::gather(grad, positions_[k], part);
   }
-  dist::allreduce_sum(comm_, fused_.data(), layout_.total, algorithm_.algorithm);
-  ops::scale(fused_, 1.0f / static_cast<float>(comm_.size() * std::max(1, local_steps)));
+  const int steps = std::max(1, local_steps);
+  if (replicated_from_ == layout_.total) {
+    dist::allreduce_sum(comm_, fused_.data(), layout_.total, algorithm_.algorithm);
+    ops::scale(fused_, 1.0f / static_cast<float>(comm_.size() * steps));
+    return;
+  }
+  const auto head = static_cast<int64_t>(replicated_from_), tail = static_cast<int64_t>(layout_.total) - head;
+  if (head > 0) {
+    dist::allreduce_sum(comm_, fused_.data(), static_cast<size_t>(head), algorithm_.algorithm);
+    Tensor part = fused_.slice(0, head);
+    ops::scale(part, 1.0f / static_cast<float>(comm_.size() * steps));
+  }
+  if (tail > 0) {
+    if (replicas_) replicas_->allreduce_sum(fused_.data() + head, static_cast<size_t>(tail));
+    Tensor part = fused_.slice(head, tail);
+    ops::scale(part, 1.0f / static_cast<float>((replicas_ ? replicas_->size() : 1) * steps));
+  }
+}
+
+void GradientExchange::set_replicated_suffix(size_t from, dist::Communicator* replicas) {
+  if (from > layout_.total)
+    throw_error(ErrorKind::usage, "gradient exchange: a replicated suffix from value " + std::to_string(from) + " of a buffer of " +
+                                      std::to_string(layout_.total));
+  replicated_from_ = from;
+  replicas_ = replicas;
 }
 
 }  // namespace hpcnn::train

@@ -40,10 +40,24 @@ class GradientExchange {
   // Packs every Parameter::grad, allreduces, and divides by world size * `local_steps`. The
   // averaged, compacted gradients are then in fused() at layout().offset[k].
   void exchange(const std::vector<nn::Parameter>& params, int local_steps);
+  // Spatial split (nn/spatial.h): the fused values from `from` on (a suffix of the buffer: the
+  // gradients of the layers after the slab gather) are the same on the S ranks of a group. They
+  // are summed over `replicas` only (the R / S ranks that hold the same slab of every replica,
+  // MPI_Comm_split by slab; nullptr when there is one replica: nothing to sum) and divided by its
+  // size * `local_steps`; the values before `from` go through the allreduce over all ranks as
+  // before. Same result as summing the suffix over all ranks (S equal copies per replica) and
+  // dividing by the world size, without moving the S - 1 redundant copies. `from` == layout().total:
+  // off (the default). ErrorKind::usage when `from` lies beyond the buffer.
+  void set_replicated_suffix(size_t from, dist::Communicator* replicas);
+  size_t replicated_from() const { return replicated_from_; }
   const Tensor& fused() const { return fused_; }
   const dist::FusedLayout& layout() const { return layout_; }
   const std::vector<Tensor>& positions() const { return positions_; }
-  size_t bytes_per_step() const { return layout_.total * sizeof(float); }
+  // The bytes this rank allreduces per step (the fused buffer, less a replicated suffix that has
+  // no other replica to meet).
+  size_t bytes_per_step() const {
+    return (replicas_ || replicated_from_ == layout_.total ? layout_.total : replicated_from_) * sizeof(float);
+  }
   const dist::SumChoice& algorithm() const { return algorithm_; }
 
  private:
@@ -52,6 +66,8 @@ class GradientExchange {
   dist::SumChoice algorithm_;
   std::vector<Tensor> positions_;
   Tensor fused_;
+  size_t replicated_from_ = 0;  // = layout_.total in the constructor
+  dist::Communicator* replicas_ = nullptr;
 };
 
 }  // namespace hpcnn::train

@@ -94,3 +94,24 @@ def test_output_shape_and_bound(models, S, k):
     (out,), _ = ort_run(models[0][(S, k)], {"input": x})
     assert out.shape == (3, 4)
     assert np.all(np.abs(out) <= 1.2 + 1e-6)
+
+
+def test_dropout_ratio_option(tmp_path, models):
+    """--dropout R: both Dropout ratios R, the same initial weights as the reference model of the
+    seed, the file named _dropout<R>; a ratio outside [0, 1) is refused and writes nothing."""
+    p = subprocess.run([sys.executable, SCRIPT, str(tmp_path), "--seed", "3", "--sizes", "32", "--kernels", "3",
+                        "--dropout", "0"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    m = onnx.load(str(tmp_path / "cosmoflow_32_k3_dropout0.onnx"))
+    ref = onnx.load(models[0][(32, 3)])
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+    ref_inits = {t.name: onnx.numpy_helper.to_array(t) for t in ref.graph.initializer}
+    assert inits["dropout.ratio"] == 0 and ref_inits["dropout.ratio"] == 0.5
+    assert [n.input[1] for n in m.graph.node if n.op_type == "Dropout"] == ["dropout.ratio"] * 2
+    for name, a in ref_inits.items():
+        if name != "dropout.ratio":
+            np.testing.assert_array_equal(inits[name], a, err_msg=name)
+    bad = subprocess.run([sys.executable, SCRIPT, str(tmp_path / "bad"), "--sizes", "32", "--dropout", "1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--dropout must be in [0, 1), got 1.0" in bad.stderr
+    assert not (tmp_path / "bad").exists()

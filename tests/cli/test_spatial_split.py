@@ -2,7 +2,8 @@
 under mpirun, groups of S consecutive ranks share each sample, one depth slab per rank, with halo
 exchange before every 3-D conv and an allgather where the graph leaves the slabs. Checks that
 -np 2 with S = 2 and -np 4 with 2 data x 2 spatial give the weights of one process on the same
-global batch after 3 steps, the halo bytes per step against the closed form, the test metrics, and
+global batch after 3 steps, the halo bytes per step against the closed form, the gradient bytes
+(the layers after the gather summed over the replicas only), the test metrics, and
 the refusals before training (S not dividing the ranks or the depth); BatchNormalization on slabs
 (the group's statistics); each rank reading only its slab's bytes; --evaluate and bn-polish with
 S = 2 against S = 1."""
@@ -44,6 +45,13 @@ def test_spatial_split_equals_one_process(tmp_path, ranks, spatial):
     # Halo bytes: 2 slabs, one conv (k 3, pads 1: one plane each way) whose input needs no
     # gradient: forward only, each rank sends one plane of 4 channels x 8 x 8 floats per sample.
     assert s["halo_bytes_per_step"] == 8 * 4 * 8 * 8 * 4
+    # The Gemm after the gather has the same gradient on both ranks of a group: it is summed over
+    # the replicas only, and with one replica not exchanged at all (the conv's partial sums are).
+    conv = sum(start[k].size for k in ("c1.w", "c1.b"))
+    dense = sum(start[k].size for k in ("fc.w", "fc.b"))
+    assert s["bytes_exchanged_per_step"] == 4 * (conv + (dense if replicas > 1 else 0))
+    tail = "summed over the 2 replicas only" if replicas > 1 else "one replica, not exchanged"
+    assert f"the gradients of the 2 parameters from fc.w on ({dense} values) are the same on the 2 ranks of a group: {tail}" in p.stderr
 
 
 def test_spatial_split_refusals(tmp_path):

@@ -106,8 +106,8 @@ double max_rel(const Tensor& a, const Tensor& b) {
 }
 
 // Runs `proto` whole and split into S slabs (threads), training mode, with one fixed output
-// gradient; checks outputs, the mean over slabs of each parameter gradient, and (with BatchNorm) the
-// batch moments; returns the halo bytes each slab sent.
+// gradient; checks outputs, the mean over slabs of each parameter gradient, which gradients are the
+// same on every slab, and (with BatchNorm) the batch moments; returns the halo bytes each slab sent.
 std::vector<uint64_t> check_split_equals_whole(const onnx::ModelProto& proto, const Tensor& x, int S) {
   nn::set_num_threads(1);
   nn::Model whole(proto, "whole");
@@ -166,6 +166,24 @@ std::vector<uint64_t> check_split_equals_whole(const onnx::ModelProto& proto, co
     CHECK(diff / largest < 1e-5);
     if (max_abs(params[p].grad) > 1e-3 * largest) CHECK(max_rel(mean, params[p].grad) < 1e-4);
   }
+  // The parameters that split_depth() says only the layers after a gather read have the same
+  // gradient on every slab (train/ sums them over the replicas only); the slab layers' differ.
+  int replicated = 0, partial = 0;
+  for (size_t p = 0; p < params.size(); ++p) {
+    INFO(params[p].name);
+    bool same = true;
+    for (int s = 1; s < S; ++s)
+      for (int64_t i = 0; i < grads[0][p].numel(); ++i) same &= grads[s][p].data()[i] == grads[0][p].data()[i];
+    if (!split.slab_initializers.count(params[p].name)) {
+      CHECK(same);
+      ++replicated;
+    } else {
+      ++partial;
+      if (max_abs(params[p].grad) > 1e-3 * largest) CHECK_FALSE(same);
+    }
+  }
+  CHECK(replicated > 0);
+  CHECK(partial > 0);
   // Every slab reports the whole batch's moments (the group's).
   REQUIRE(whole_moments.size() == 1);
   for (int s = 0; s < S; ++s) {

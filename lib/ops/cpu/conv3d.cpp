@@ -83,19 +83,30 @@ void DnnlConv3d::plan(const Tensor& x, const Tensor& w, const Tensor& b, bool tr
   s_ = std::move(s);
 }
 
-// oneDNN 2.6 has no direct (jit) backward-weights kernel for blocked layouts when the input has
-// few channels (CosmoFlow's first conv: 4 channels) and falls back to im2col + gemm, 3.6x slower
-// than its jit kernel on channels-last (ndhwc) tensors (measured on conv1 of CosmoFlow-32^3, batch 4,
-// one thread: 18.3 ms against 5.0 ms). So each backward primitive first asks for the layout of
-// oneDNN's choice (`any`), and when that is a gemm implementation asks again with ndhwc activations
-// and keeps that one when it is not gemm (the reorders into ndhwc cost far less than the difference).
+// oneDNN 2.6 has no AVX-512 backward kernel for blocked layouts when the input has few channels
+// (CosmoFlow's first conv: 4 channels). For the whole volume it falls back to im2col + gemm, 3.6x
+// slower than its jit kernel on channels-last (ndhwc) tensors (conv1 of CosmoFlow-32^3, batch 4, one
+// thread: 18.3 ms against 5.0 ms); for a depth slab of the spatial split (no depth padding) to its
+// AVX2 kernel on 8-channel blocks, 2.6x slower than the AVX-512 one on ndhwc (conv1 of
+// CosmoFlow-64^3, batch 1, S = 2: 21.6 ms per slab against 16.3 ms for the whole volume). So each
+// backward primitive first asks for the layout of oneDNN's choice (`any`), and when that is not a
+// jit kernel of the machine's widest ISA asks again with ndhwc activations and keeps the
+// implementation of the wider ISA (the reorders into ndhwc cost far less than the difference).
+inline int isa_rank(const std::string& impl) {
+  if (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos) return 0;
+  if (impl.find("avx512") != std::string::npos || impl.find("amx") != std::string::npos) return 3;
+  if (impl.find("avx2") != std::string::npos) return 2;
+  return 1;  // sse41 and other jit kernels
+}
+
 template <class Make>
 auto prefer_direct(Make make) {
   auto pd = make(tag::any);
-  if (std::string(pd.impl_info_str()).find("gemm") == std::string::npos) return pd;
+  const int rank = isa_rank(pd.impl_info_str());
+  if (rank >= 3) return pd;
   try {
     auto alt = make(tag::ndhwc);
-    if (std::string(alt.impl_info_str()).find("gemm") == std::string::npos) return alt;
+    if (isa_rank(alt.impl_info_str()) > rank) return alt;
   } catch (const dnnl::error&) {  // no implementation for ndhwc: keep the first
   }
   return pd;
