@@ -85,12 +85,9 @@ void GradientExchange::exchange(const std::vector<nn::Parameter>& params, int lo
     else
       ops::gather(grad, positions_[k], part);
   }
+  // The values before replicated_from_ (all of them unless set_replicated_suffix) over all ranks,
+  // the replicated suffix over the replicas.
   const int steps = std::max(1, local_steps);
-  if (replicated_from_ == layout_.total) {
-    dist::allreduce_sum(comm_, fused_.data(), layout_.total, algorithm_.algorithm);
-    ops::scale(fused_, 1.0f / static_cast<float>(comm_.size() * steps));
-    return;
-  }
   const auto head = static_cast<int64_t>(replicated_from_), tail = static_cast<int64_t>(layout_.total) - head;
   if (head > 0) {
     dist::allreduce_sum(comm_, fused_.data(), static_cast<size_t>(head), algorithm_.algorithm);

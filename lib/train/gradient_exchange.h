@@ -49,7 +49,6 @@ class GradientExchange {
   // dividing by the world size, without moving the S - 1 redundant copies. `from` == layout().total:
   // off (the default). ErrorKind::usage when `from` lies beyond the buffer.
   void set_replicated_suffix(size_t from, dist::Communicator* replicas);
-  size_t replicated_from() const { return replicated_from_; }
   const Tensor& fused() const { return fused_; }
   const dist::FusedLayout& layout() const { return layout_; }
   const std::vector<Tensor>& positions() const { return positions_; }

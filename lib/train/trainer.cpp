@@ -314,8 +314,9 @@ class Trainer {
   // gradient at 64^3, 47% at 128^3) have the same gradient on the S ranks of a group. When they
   // close the fused buffer, they are summed over the replicas only (GradientExchange::
   // set_replicated_suffix), so that a group does not move S copies of them; with one replica
-  // (R = S) they are not exchanged at all. Else (a gathered layer's parameter before a slab
-  // layer's in the model's order) everything goes through the allreduce over all ranks.
+  // (R = S) they are not exchanged at all. Only the parameters after the last slab layer's (in the
+  // model's order) form that suffix: a gathered layer's parameter before it stays in the allreduce
+  // over all ranks, which gives the same mean.
   void replicate_gathered_gradients() {
     const std::vector<nn::Parameter>& params = model_->parameters();
     const dist::FusedLayout& layout = exchange_->layout();
